@@ -1,0 +1,113 @@
+"""korg-bridge: serve any ``korg:introspect@v1`` binary as MCP tools.
+
+The public API, for agents that embed the bridge::
+
+    import anyio
+    from korg_bridge import discover, invoke, Policy
+
+    async def main() -> None:
+        doc = await discover("thump")
+        result = await invoke(doc, "thump.echo", {"query": "hi"}, policy=Policy.parse("fs_write"))
+        print(result.text)
+
+    anyio.run(main)
+
+Everything not listed in ``__all__`` is private.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+# Names resolve lazily: ``korg-recall`` imports this package on every cold
+# start, and must not pay for the MCP SDK it never uses.
+_LAZY: dict[str, str] = {
+    "build_argv": "argv",
+    "CallableSpec": "contract",
+    "Capabilities": "contract",
+    "Document": "contract",
+    "Skipped": "contract",
+    "parse_document": "contract",
+    "discover": "discovery",
+    "ArgumentError": "errors",
+    "BinaryNotFound": "errors",
+    "ConfigError": "errors",
+    "DependencyMissing": "errors",
+    "DiscoveryError": "errors",
+    "DocumentError": "errors",
+    "KorgError": "errors",
+    "PolicyDenied": "errors",
+    "ToolCallError": "errors",
+    "UsageError": "errors",
+    "invoke": "invocation",
+    "CallResult": "output",
+    "Policy": "policy",
+    "BridgeOptions": "server",
+    "build_server": "server",
+    "serve_stdio": "server",
+}
+
+if TYPE_CHECKING:
+    from .argv import build_argv
+    from .contract import CallableSpec, Capabilities, Document, Skipped, parse_document
+    from .discovery import discover
+    from .errors import (
+        ArgumentError,
+        BinaryNotFound,
+        ConfigError,
+        DependencyMissing,
+        DiscoveryError,
+        DocumentError,
+        KorgError,
+        PolicyDenied,
+        ToolCallError,
+        UsageError,
+    )
+    from .invocation import invoke
+    from .output import CallResult
+    from .policy import Policy
+    from .server import BridgeOptions, build_server, serve_stdio
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'korg_bridge' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+__all__ = [
+    "ArgumentError",
+    "BinaryNotFound",
+    "BridgeOptions",
+    "CallResult",
+    "CallableSpec",
+    "Capabilities",
+    "ConfigError",
+    "DependencyMissing",
+    "DiscoveryError",
+    "Document",
+    "DocumentError",
+    "KorgError",
+    "Policy",
+    "PolicyDenied",
+    "Skipped",
+    "ToolCallError",
+    "UsageError",
+    "__version__",
+    "build_argv",
+    "build_server",
+    "discover",
+    "invoke",
+    "parse_document",
+    "serve_stdio",
+]

@@ -1,0 +1,99 @@
+"""Every error a korg-bridge user can see, in one hierarchy.
+
+Each class carries the exit code from the ``korg:introspect@v1`` exit-code
+table, so the one top-level handler in :mod:`korg_bridge.cli` can print the
+message and return the code without knowing where the error came from::
+
+    KorgError                      exit 1  error.generic
+    ├── UsageError                 exit 2  error.usage     (bad flags, bad values)
+    ├── ConfigError                exit 3  error.config    (environment, options)
+    ├── DiscoveryError             exit 4  error.io        (binary timed out / crashed)
+    │   ├── BinaryNotFound         exit 7  error.dependency_missing
+    │   └── DocumentError          exit 3  error.config    (the document is broken)
+    ├── DependencyMissing          exit 7  error.dependency_missing (model, extra)
+    └── ToolCallError              exit 1  (a call the model can fix: becomes isError)
+        ├── ArgumentError                  (arguments fail the schema / cannot be argv)
+        └── PolicyDenied                   (side effect not allowed, session refused)
+
+Messages are one line, name the thing that is wrong and say what to do.
+"""
+
+from __future__ import annotations
+
+EXIT_CODES: dict[int, str] = {
+    0: "success",
+    1: "error.generic",
+    2: "error.usage",
+    3: "error.config",
+    4: "error.io",
+    5: "error.network",
+    6: "error.user_interrupt",
+    7: "error.dependency_missing",
+}
+"""The ecosystem's exit-code table; a document may extend it with its own."""
+
+
+class KorgError(Exception):
+    """Base of every error korg-bridge raises on purpose."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        # One line, always: a multi-line message would break the CLI contract.
+        super().__init__(" ".join(message.split()) if "\n" in message else message)
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class UsageError(KorgError):
+    """The command line or an option value is wrong."""
+
+    exit_code = 2
+
+
+class ConfigError(KorgError):
+    """Configuration (environment, document contents) is wrong."""
+
+    exit_code = 3
+
+
+class DiscoveryError(KorgError):
+    """Running ``<binary> --introspect`` failed (timeout, crash, unreadable output)."""
+
+    exit_code = 4
+
+
+class BinaryNotFound(DiscoveryError):
+    """The binary does not exist or cannot be executed."""
+
+    exit_code = 7
+
+
+class DocumentError(DiscoveryError):
+    """The ``--introspect`` document is not a valid ``korg:introspect@v1`` document."""
+
+    exit_code = 3
+
+
+class ToolCallError(KorgError):
+    """A tool call the model can correct; the server reports it as an ``isError`` result."""
+
+
+class ArgumentError(ToolCallError):
+    """Arguments that fail the input schema or cannot be passed as argv."""
+
+    exit_code = 2
+
+
+class PolicyDenied(ToolCallError):
+    """The callable's side effects are not allowed by the active policy."""
+
+    exit_code = 3
+
+
+class DependencyMissing(KorgError):
+    """Something the command needs is not installed (a model, an optional extra)."""
+
+    exit_code = 7

@@ -1,0 +1,1 @@
+"""korg-recall: cross-session memory over agent ledgers, as an introspect-aware binary."""

@@ -23,6 +23,7 @@ from .errors import KorgError, UsageError
 from .invocation import DEFAULT_CALL_TIMEOUT
 from .policy import ENV_VAR, Policy
 from .server import DEFAULT_MAX_CONCURRENCY, BridgeOptions, Catalogue, build_server, serve_stdio
+from .toolkit import USER_INTERRUPT, silence_stdout
 from .toolnames import NAME_STYLES
 
 log = logging.getLogger("korg_bridge")
@@ -66,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"side effects to allow: comma-separated fs_write,network,ledger_write, or all (overrides {ENV_VAR})",
     )
     parser.add_argument("--list-tools", action="store_true", help="print the tools and the policy, then exit")
-    parser.add_argument("--json", action="store_true", help="with --list-tools: print JSON instead of a table")
+    parser.add_argument(
+        "--json", action="store_true", help="with --list-tools: print JSON instead of a table"
+    )
     parser.add_argument(
         "--timeout",
         type=_positive_float,
@@ -175,7 +178,9 @@ def print_table(report: dict[str, Any], out: TextIO) -> None:
     for row in [headers, *rows]:
         cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
         out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
-    counts = {s: sum(1 for t in report["tools"] if t["status"] == s) for s in ("allowed", "denied", "skipped")}
+    counts = {
+        s: sum(1 for t in report["tools"] if t["status"] == s) for s in ("allowed", "denied", "skipped")
+    }
     out.write(f"\n{counts['allowed']} allowed, {counts['denied']} denied, {counts['skipped']} skipped\n")
 
 
@@ -235,21 +240,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"{PROG}: error: {exc.message}\n")
         return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return USER_INTERRUPT
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): nothing left to say to anyone.
-        _silence_stdout()
+        silence_stdout()
         return 0
     except Exception as exc:  # the last line of defence: never a traceback without --debug
         if args.debug:
             raise
         sys.stderr.write(f"{PROG}: error: internal error: {exc!r}. Rerun with --debug for details.\n")
         return 1
-
-
-def _silence_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass

@@ -214,7 +214,9 @@ def _skip_reason(entry: dict[str, Any]) -> str | None:
     command_id: str = entry["command_id"]
     for segment in command_id.split("."):
         if not SEGMENT_RE.match(segment):
-            return f"command_id segment {segment!r} is not a safe subcommand word (^[A-Za-z0-9][A-Za-z0-9_-]*$)"
+            return (
+                f"command_id segment {segment!r} is not a safe subcommand word (^[A-Za-z0-9][A-Za-z0-9_-]*$)"
+            )
     violation = best_match(_callable_validator().iter_errors(entry))
     if violation is not None:
         where = _json_path(("callable", *violation.absolute_path))

@@ -78,10 +78,14 @@ def build_result(
     stdout = decode(result.stdout)
     stderr = decode(result.stderr)
     out_notice = (
-        truncation_notice("stdout", len(result.stdout), result.stdout_dropped) if result.stdout_dropped else ""
+        truncation_notice("stdout", len(result.stdout), result.stdout_dropped)
+        if result.stdout_dropped
+        else ""
     )
     err_notice = (
-        truncation_notice("stderr", len(result.stderr), result.stderr_dropped) if result.stderr_dropped else ""
+        truncation_notice("stderr", len(result.stderr), result.stderr_dropped)
+        if result.stderr_dropped
+        else ""
     )
     code = result.returncode
     details = {
@@ -98,13 +102,13 @@ def build_result(
             f"[timeout] the call did not finish within {timeout:g} s; its process group was terminated. "
             "Ask for less work, or restart the bridge with a larger --timeout."
         )
-        return CallResult(
-            "\n".join(parts), True, code, None, stdout, stderr, result.duration, details
-        )
+        return CallResult("\n".join(parts), True, code, None, stdout, stderr, result.duration, details)
     if code == 0:
         # A truncated envelope is not valid JSON any more: show it raw.
         text, structured = format_stdout(output_mode if not out_notice else "stream", stdout)
-        return CallResult(text + out_notice, False, code, structured, stdout, stderr, result.duration, details)
+        return CallResult(
+            text + out_notice, False, code, structured, stdout, stderr, result.duration, details
+        )
     parts = []
     if stdout.strip():
         parts.append(stdout.rstrip("\n") + out_notice)

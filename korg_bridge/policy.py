@@ -108,7 +108,9 @@ class Policy:
         if self.allow_all or effect in ALWAYS_ALLOWED or effect in self.allowed:
             return Decision(True)
         if effect is None or effect not in SIDE_EFFECTS:
-            what = "declares no side_effects" if effect is None else f"declares unknown side_effects {effect!r}"
+            what = (
+                "declares no side_effects" if effect is None else f"declares unknown side_effects {effect!r}"
+            )
             return Decision(
                 False,
                 f"denied: {spec.command_id} {what}, so it is refused unless everything is allowed. "

@@ -1,0 +1,393 @@
+"""korg-ledger@v1: the hash-chained JSONL ledger format, verified and written.
+
+One module serves both sides of the format so they cannot drift apart:
+korg-recall's ``verify`` checks ledgers written by any korg tool, and the
+bridge's audit feature writes its own ledger with :class:`LedgerWriter`.
+
+The format (frozen by the conformance vectors in ``korg-ledger-v1/``):
+
+* canonical form of an event = ``json.dumps(v, sort_keys=True,
+  separators=(",", ":"))`` encoded as ASCII (non-ASCII escaped as ``\\uXXXX``,
+  astral characters as lower-case surrogate pairs);
+* ``entry_hash`` = SHA-256, or HMAC-SHA256 with a key, of the canonical form
+  of the whole line object minus ``entry_hash`` (``prev_hash`` included),
+  lower-case hex;
+* the first ``prev_hash`` is :data:`GENESIS_HASH`; each later one is the
+  previous line's ``entry_hash``.
+
+The hash covers the parsed object, never the line's bytes, so any JSON
+rendering of an event verifies; that is why both the flat journal shape and
+the envelope shape (fields under ``event``, ``triggered_by`` under
+``metadata``) are verified by the same code.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import hmac
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from korg_bridge.errors import ConfigError
+
+__all__ = [
+    "GENESIS_HASH",
+    "LedgerWriter",
+    "VerifyReport",
+    "canonical",
+    "entry_hash",
+    "verify_file",
+]
+
+logger = logging.getLogger(__name__)
+
+GENESIS_HASH = "0" * 64
+"""``prev_hash`` of the first entry of every chain."""
+
+SCHEMA_VERSION = "1.0"
+"""``schema_version`` the writer stamps on entries that do not carry one."""
+
+_RESERVED = ("seq_id", "prev_hash", "entry_hash")
+"""Fields the writer owns: a caller supplying them would fork the chain."""
+
+_TAIL_BLOCK = 64 * 1024
+"""Bytes read per step when scanning backwards for the tip: one step covers any normal entry."""
+
+
+def canonical(event: Mapping[str, Any]) -> bytes:
+    """Return the canonical byte form of ``event`` that korg-ledger@v1 hashes.
+
+    Raises:
+        TypeError: ``event`` holds a value JSON cannot represent.
+    """
+    return json.dumps(event, sort_keys=True, separators=(",", ":")).encode("ascii")
+
+
+def entry_hash(event: Mapping[str, Any], key: bytes | None = None) -> str:
+    """Return the ``entry_hash`` of ``event``: its canonical form minus ``entry_hash``, hashed.
+
+    ``event`` may already carry an ``entry_hash`` (a line read back from disk);
+    it is left out of the preimage, so a stored line can be re-hashed as is.
+
+    Raises:
+        TypeError: ``event`` holds a value JSON cannot represent.
+    """
+    preimage = canonical({k: v for k, v in event.items() if k != "entry_hash"})
+    if key is None:
+        return hashlib.sha256(preimage).hexdigest()
+    return hmac.new(key, preimage, hashlib.sha256).hexdigest()
+
+
+@dataclass
+class VerifyReport:
+    """The verdict on one ledger file; ``errors`` is empty exactly when ``intact``."""
+
+    path: str
+    events: int
+    intact: bool
+    tip_entry_hash: str | None
+    """``entry_hash`` claimed by the last entry (trust it only when ``intact``)."""
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as the JSON object ``korg-recall verify`` prints."""
+        return {
+            "path": self.path,
+            "events": self.events,
+            "intact": self.intact,
+            "tip_entry_hash": self.tip_entry_hash,
+            "errors": list(self.errors),
+        }
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    # bool is an int subclass; ``true`` is never a sequence number.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _open_error(path: Path, exc: OSError) -> ConfigError:
+    if isinstance(exc, FileNotFoundError):
+        return ConfigError(f"ledger not found: {path}. Pass the path of a korg-ledger@v1 .jsonl file.")
+    reason = exc.strerror or type(exc).__name__
+    return ConfigError(
+        f"cannot read ledger {path}: {reason}. Pass the path of a readable korg-ledger@v1 .jsonl file."
+    )
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    """Yield the raw lines of ``path`` (with their ``\\n``), translating open/read errors once.
+
+    Raises:
+        ConfigError: the file does not exist or cannot be read.
+    """
+    try:
+        with path.open("rb") as handle:
+            yield from handle
+    except OSError as exc:
+        raise _open_error(path, exc) from exc
+
+
+def _triggered_by(obj: Mapping[str, Any]) -> Any:
+    """``triggered_by`` of either shape: top level (flat) or under ``metadata`` (envelope)."""
+    if "triggered_by" in obj:
+        return obj["triggered_by"]
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        return metadata.get("triggered_by")
+    return None
+
+
+def verify_file(path: str | Path, key: bytes | None = None) -> VerifyReport:
+    """Verify the hash chain and causal order of a korg-ledger@v1 file.
+
+    Every problem is reported, not just the first, as a one-line string that
+    starts with ``seq N: `` (or ``line N: `` when the line has no usable
+    ``seq_id``). After a broken entry the walk re-anchors on the entry_hash
+    that entry claims, so one tampered line yields one error instead of a
+    cascade down the rest of the file.
+
+    Decisions: blank lines are ignored; an empty file is an intact, empty
+    chain (0 events, no tip) because a ledger that was created but never
+    written to has nothing to distrust; an unterminated last line is accepted
+    if it parses (some writers omit the final newline) and reported as torn
+    otherwise.
+
+    Raises:
+        ConfigError: the file does not exist or cannot be read. Bad content
+            never raises; it is reported in the returned report.
+    """
+    path = Path(path)
+    errors: list[str] = []
+    events = 0
+    tip: str | None = None
+    expected_prev: str | None = GENESIS_HASH
+    seen: dict[int, int] = {}
+
+    for line_no, raw in enumerate(_lines(path), start=1):
+        if not raw.strip():
+            continue
+        torn = not raw.endswith(b"\n")
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            if torn:
+                errors.append(f"line {line_no}: torn last line (no trailing newline, not valid JSON)")
+            else:
+                errors.append(f"line {line_no}: not a JSON object (malformed JSON)")
+            continue
+        if not isinstance(obj, dict):
+            errors.append(f"line {line_no}: not a JSON object")
+            continue
+        events += 1
+        seq = obj.get("seq_id")
+        if _is_int(seq):
+            label = f"seq {seq}"
+            if seq in seen:
+                errors.append(f"{label}: duplicate seq_id (first seen on line {seen[seq]})")
+            else:
+                seen[seq] = line_no
+        else:
+            label = f"line {line_no}"
+            errors.append(f"{label}: no integer seq_id")
+
+        cause = _triggered_by(obj)
+        if cause is not None and (not _is_int(cause) or (_is_int(seq) and cause >= seq)):
+            errors.append(f"{label}: triggered_by {cause!r} is not strictly earlier than its seq_id")
+
+        claimed = obj.get("entry_hash")
+        if not isinstance(claimed, str):
+            errors.append(f"{label}: missing entry_hash (not chained)")
+            expected_prev = None  # nothing to chain the next entry onto
+            tip = None
+            continue
+        tip = claimed
+        prev = obj.get("prev_hash")
+        if expected_prev is not None and prev != expected_prev:
+            errors.append(
+                f"{label}: prev_hash mismatch (broken link: an entry was inserted, deleted or reordered)"
+            )
+        try:
+            actual = entry_hash(obj, key)
+        except (TypeError, ValueError):  # pragma: no cover - json.loads output is always serializable
+            actual = ""
+        if not hmac.compare_digest(actual, claimed):
+            hint = "or the wrong key" if key is not None else "or a keyed chain checked without its key"
+            errors.append(f"{label}: entry_hash mismatch (content tampered, {hint})")
+        expected_prev = claimed
+
+    return VerifyReport(path=str(path), events=events, intact=not errors, tip_entry_hash=tip, errors=errors)
+
+
+def _is_chained_entry(raw: bytes) -> dict[str, Any] | None:
+    """Parse ``raw`` as a line of a chain: an object with an integer ``seq_id`` and an ``entry_hash``."""
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if isinstance(obj, dict) and _is_int(obj.get("seq_id")) and isinstance(obj.get("entry_hash"), str):
+        return obj
+    return None
+
+
+class LedgerWriter:
+    """Append-only, crash-safe writer of the flat journal shape.
+
+    Each :meth:`append` opens the file, takes an exclusive ``flock`` on it,
+    re-reads the tip from the file's tail, writes one complete line with a
+    single ``os.write`` on an ``O_APPEND`` descriptor, ``fsync``s, and closes
+    (releasing the lock). Re-reading under the lock is what lets several
+    processes share one ledger: each chains onto whatever the others wrote.
+    Nothing is cached between appends, so a writer object is cheap and
+    stateless.
+
+    Lines are rendered like the conformance vectors (``json.dumps`` defaults:
+    ``", "``/``": "`` separators, ASCII-escaped, keys in insertion order with
+    ``schema_version`` and ``seq_id`` first); verification re-hashes the parsed
+    object, so the rendering is a convention, not part of the hash.
+    """
+
+    def __init__(self, path: str | Path, key: bytes | None = None) -> None:
+        self.path = Path(path)
+        self._key = key
+
+    def append(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """Append one entry built from ``fields`` and return it as written.
+
+        ``schema_version`` defaults to ``"1.0"``; ``seq_id`` (tip + 1),
+        ``prev_hash`` and ``entry_hash`` are assigned here.
+
+        Raises:
+            ValueError: ``fields`` carries ``seq_id``, ``prev_hash`` or ``entry_hash``
+                (the writer owns them), or a value JSON cannot represent.
+            ConfigError: the ledger cannot be opened or written, or its last
+                complete line is not a chained korg-ledger@v1 entry.
+        """
+        reserved = [name for name in _RESERVED if name in fields]
+        if reserved:
+            raise ValueError(f"LedgerWriter.append: fields must not carry {', '.join(reserved)}")
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot open ledger {self.path} for appending: {exc.strerror or exc}. "
+                "Check that its folder exists and is writable."
+            ) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            return self._append_locked(fd, fields)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot append to ledger {self.path}: {exc.strerror or exc}. "
+                "Check free space and permissions."
+            ) from exc
+        finally:
+            os.close(fd)  # also releases the flock
+
+    def _append_locked(self, fd: int, fields: Mapping[str, Any]) -> dict[str, Any]:
+        size = os.fstat(fd).st_size
+        created = size == 0
+        size = self._cut_torn_tail(fd, size)
+        seq, prev = self._read_tip(fd, size)
+
+        event: dict[str, Any] = {"schema_version": fields.get("schema_version", SCHEMA_VERSION)}
+        event["seq_id"] = seq + 1
+        event.update((k, v) for k, v in fields.items() if k != "schema_version")
+        event["prev_hash"] = prev
+        try:
+            event["entry_hash"] = entry_hash(event, self._key)
+            line = (json.dumps(event) + "\n").encode("ascii")
+        except TypeError as exc:
+            raise ValueError(f"LedgerWriter.append: fields are not JSON-serializable: {exc}") from exc
+
+        written = os.write(fd, line)
+        if written != len(line):
+            # Never leave a half line for the next writer to cut: undo and fail loudly.
+            os.ftruncate(fd, size)
+            raise ConfigError(
+                f"short write to ledger {self.path} ({written} of {len(line)} bytes). Check free space."
+            )
+        os.fsync(fd)
+        if created:
+            self._fsync_dir()
+        return event
+
+    def _cut_torn_tail(self, fd: int, size: int) -> int:
+        """Deal with an unterminated last line and return the file's new size.
+
+        A torn line (an interrupted write) is cut back to the last newline, so
+        nothing is ever chained onto half an entry. The one exception is a tail
+        that is a complete chained entry missing only its newline (written by a
+        tool that omits it): :func:`verify_file` accepts it, so it is kept and
+        terminated rather than destroyed.
+        """
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return size
+        keep = self._last_newline_before(fd, size) + 1
+        if _is_chained_entry(os.pread(fd, size - keep, keep)):
+            logger.warning("ledger %s: last entry had no trailing newline; terminated it", self.path)
+            os.write(fd, b"\n")
+            return size + 1
+        logger.warning(
+            "ledger %s: cut a torn last line of %d bytes (an interrupted write); the chain resumes before it",
+            self.path,
+            size - keep,
+        )
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+        return keep
+
+    @staticmethod
+    def _last_newline_before(fd: int, end: int) -> int:
+        """Position of the last ``\\n`` in ``[0, end)``, or -1; reads backwards, block by block."""
+        pos = end
+        while pos > 0:
+            start = max(0, pos - _TAIL_BLOCK)
+            block = os.pread(fd, pos - start, start)
+            hit = block.rfind(b"\n")
+            if hit >= 0:
+                return start + hit
+            pos = start
+        return -1
+
+    def _read_tip(self, fd: int, size: int) -> tuple[int, str]:
+        """``(seq_id, entry_hash)`` of the last complete line, or ``(0, GENESIS_HASH)`` if none.
+
+        Only the tail is read: the last line is found by scanning backwards
+        from the end, so appending stays O(line) however long the ledger is.
+        """
+        end = size
+        while end > 0:
+            # ``end`` sits just after a ``\n``; the line runs from the previous ``\n``.
+            start = self._last_newline_before(fd, end - 1) + 1
+            raw = os.pread(fd, end - start, start)
+            end = start
+            if not raw.strip():
+                continue
+            obj = _is_chained_entry(raw)
+            if obj is not None:
+                return int(obj["seq_id"]), str(obj["entry_hash"])
+            raise ConfigError(
+                f"ledger {self.path}: the last line is not a chained korg-ledger@v1 entry; refusing to "
+                "append. Run `korg-recall verify` on it, or start a new ledger file."
+            )
+        return 0, GENESIS_HASH
+
+    def _fsync_dir(self) -> None:
+        # A new file's directory entry is only durable once its folder is synced.
+        try:
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        except OSError:  # pragma: no cover - the folder was just written to
+            return
+        try:
+            os.fsync(dir_fd)
+        except OSError:  # pragma: no cover - some filesystems refuse fsync on folders
+            pass
+        finally:
+            os.close(dir_fd)

@@ -1,0 +1,45 @@
+"""Shared test fixtures: isolated state, paths to fixtures and peer data."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE_BINS = REPO / "fixture_bins"
+PEERS = REPO.parent / "shared" / "peers"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Point every home/cache/index path at a temp dir and drop inherited KORG_* settings."""
+    home = tmp_path_factory.mktemp("home")
+    for name in list(os.environ):
+        if name.startswith(("KORG_", "CLAUDE_")) and name != "KORG_RECALL_MODEL_DIR":
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    yield home
+
+
+@pytest.fixture
+def peers() -> Path:
+    if not PEERS.is_dir():
+        pytest.skip(f"shared peer data not present at {PEERS} (it sits beside the clone in CI)")
+    return PEERS
+
+
+def python_env() -> dict[str, str]:
+    """Environment for child processes: the current one, with this interpreter first on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    return env

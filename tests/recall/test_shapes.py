@@ -1,0 +1,348 @@
+"""Shape detection and normalization of every ledger shape korg-recall reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from korg_bridge.recall.event import Event
+from korg_bridge.recall.shapes import ResultPatch, detect_shape, normalize, normalize_timestamp
+
+REPO = Path(__file__).resolve().parents[2]
+PEERS = REPO / ".." / "shared" / "peers"
+LEDGERS = PEERS / "ledgers"
+TRANSCRIPT = LEDGERS / "sessions" / "claude-code-transcript.jsonl"
+STREAM = LEDGERS / "sessions" / "claude-stream-json-subagents.jsonl"
+ENVELOPE = LEDGERS / "sessions" / "korg-envelope-session.jsonl"
+JOURNAL = LEDGERS / "korg-ledger-v1" / "basic-intact.jsonl"
+STREAM_SESSION = "c32a3441-1f15-490b-90ab-c57d87493472"
+AGENT_TOOL_USE = "toolu_01AEH9PVa1hPDANZDHPwsnZs"
+
+needs_peers = pytest.mark.skipif(
+    not LEDGERS.is_dir(), reason=f"ground-truth folder {PEERS} is absent (peer ledgers not mounted)"
+)
+
+
+def _normalize_file(path: Path) -> list[tuple[dict[str, Any], list[Event | ResultPatch]]]:
+    """Parse each line of ``path`` and normalize it, tracking offsets the way the reader does."""
+    out = []
+    offset = 0
+    source = str(path.resolve())
+    for line_no, raw in enumerate(path.read_bytes().splitlines(keepends=True), start=1):
+        obj = json.loads(raw)
+        out.append((obj, normalize(obj, source=source, offset=offset, line_no=line_no)))
+        offset += len(raw)
+    return out
+
+
+def _events(path: Path) -> list[Event]:
+    return [item for _, items in _normalize_file(path) for item in items if isinstance(item, Event)]
+
+
+def _patches(path: Path) -> list[ResultPatch]:
+    return [item for _, items in _normalize_file(path) for item in items if isinstance(item, ResultPatch)]
+
+
+# --- detection ------------------------------------------------------------------------------------
+
+
+@needs_peers
+@pytest.mark.parametrize(
+    ("path", "shape"),
+    [(JOURNAL, "journal"), (ENVELOPE, "envelope"), (TRANSCRIPT, "claude-code"), (STREAM, "claude-code")],
+    ids=["journal", "envelope", "transcript", "stream-json"],
+)
+def test_every_line_of_a_peer_file_is_detected_as_its_shape(path: Path, shape: str) -> None:
+    assert {detect_shape(obj) for obj, _ in _normalize_file(path)} == {shape}
+
+
+def test_legacy_record_is_detected_by_seq_and_tool_name() -> None:
+    assert detect_shape({"seq": 3, "source_agent": "a", "tool_name": "Bash"}) == "legacy"
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [{}, {"foo": 1}, {"type": "summary"}, {"seq": True, "tool_name": "x"}, {"seq_id": "1"}, {"seq": 1}],
+)
+def test_records_that_are_no_event_line_are_not_detected(obj: dict[str, Any]) -> None:
+    assert detect_shape(obj) is None
+    assert normalize(obj, source="/x.jsonl", offset=0, line_no=1) == []
+
+
+# --- ledger shapes --------------------------------------------------------------------------------
+
+
+@needs_peers
+def test_envelope_events_carry_their_real_seq_ids_not_zero() -> None:
+    events = _events(ENVELOPE)
+    assert [e.seq for e in events] == [1, 2, 3, 4, 5, 6]
+    assert [e.tool for e in events] == [
+        "user_prompt",
+        "llm_inference",
+        "Read",
+        "Edit",
+        "Bash",
+        "llm_inference",
+    ]
+    assert [e.triggered_by for e in events] == [None, 1, 2, 2, 2, 2]
+    assert {e.agent for e in events} == {"agent:claude-code@2.1.0"}
+    assert {e.shape for e in events} == {"envelope"}
+    assert {e.session for e in events} == {"korg-envelope-session"}
+
+
+@needs_peers
+def test_envelope_event_keeps_fields_from_under_event_and_metadata() -> None:
+    edit = _events(ENVELOPE)[3]
+    assert edit.args == {
+        "file_path": "math_utils.py",
+        "old_string": "return a + b",
+        "new_string": "return a - b",
+    }
+    assert edit.result == {"status": "updated"}
+    assert edit.success is True
+    assert edit.timestamp == "2026-06-14T02:55:28.592100Z"
+    assert edit.extra == {
+        "event_type": "AgentToolCall",
+        "duration_ms": 81,
+        "event_id": "158d9ae8-b7aa-434a-9061-a414965a1d4a",
+    }
+
+
+@needs_peers
+def test_envelope_event_offsets_point_at_the_start_of_their_line() -> None:
+    data = ENVELOPE.read_bytes()
+    for event in _events(ENVELOPE):
+        line = data[event.offset :].split(b"\n", 1)[0]
+        assert json.loads(line)["seq_id"] == event.seq
+
+
+@needs_peers
+def test_flat_journal_records_normalize_from_the_conformance_vector() -> None:
+    events = _events(JOURNAL)
+    assert [(e.seq, e.tool, e.triggered_by) for e in events] == [
+        (1, "user_prompt", None),
+        (2, "llm_inference", 1),
+        (3, "Write", 2),
+    ]
+    assert {e.shape for e in events} == {"journal"}
+    assert {e.agent for e in events} == {"agent:conformance"}
+    assert {e.session for e in events} == {"basic-intact"}
+    assert events[0].args == {"prompt": "add a function"}
+    assert events[2].result == {"ok": True}
+    assert events[1].extra == {"duration_ms": 12}
+    assert all(e.timestamp is None for e in events)
+
+
+def test_legacy_record_normalizes_with_its_seq_and_cause() -> None:
+    obj = {
+        "seq": 7,
+        "source_agent": "agent:korgex@0.2.2",
+        "tool_name": "Bash",
+        "args": {"command": "ls"},
+        "result": {"output": "a"},
+        "success": False,
+        "triggered_by": 5,
+        "timestamp": "2026-01-02T03:04:05+02:00",
+    }
+    [event] = normalize(obj, source="/home/u/.korg/sessions/s-42.jsonl", offset=120, line_no=9)
+    assert event == Event(
+        source="/home/u/.korg/sessions/s-42.jsonl",
+        offset=120,
+        seq=7,
+        shape="legacy",
+        session="s-42",
+        agent="agent:korgex@0.2.2",
+        tool="Bash",
+        args={"command": "ls"},
+        result={"output": "a"},
+        success=False,
+        timestamp="2026-01-02T01:04:05Z",
+        triggered_by=5,
+        extra={},
+    )
+
+
+def test_record_session_id_wins_over_the_file_stem() -> None:
+    obj = {"seq_id": 1, "session_id": "campaign-run-9", "tool_name": "t"}
+    [event] = normalize(obj, source="/l/ledger.jsonl", offset=0, line_no=1)
+    assert isinstance(event, Event)
+    assert event.session == "campaign-run-9"
+
+
+def test_fields_of_the_wrong_type_are_dropped_not_raised() -> None:
+    obj = {"seq_id": 1, "source_agent": 5, "tool_name": [], "success": "yes", "triggered_by": "1"}
+    [event] = normalize(obj, source="/l.jsonl", offset=0, line_no=1)
+    assert isinstance(event, Event)
+    assert (event.agent, event.tool, event.success, event.triggered_by) == (None, None, None, None)
+
+
+# --- Claude Code ----------------------------------------------------------------------------------
+
+
+@needs_peers
+def test_transcript_yields_prompts_inference_and_tool_calls_with_line_seqs() -> None:
+    events = _events(TRANSCRIPT)
+    assert [(e.seq, e.extra["part"], e.tool) for e in events] == [
+        (4, 0, "user_prompt"),
+        (5, 0, "llm_inference"),
+        (5, 1, "Read"),
+        (7, 0, "llm_inference"),
+        (8, 0, "user_prompt"),
+        (9, 0, "Bash"),
+        (11, 0, "llm_inference"),
+    ]
+    assert {e.agent for e in events} == {"claude-code#sess-1"}
+    assert {e.session for e in events} == {"sess-1"}
+    assert events[0].args == {"prompt": "read /tmp/foo and tell me what's in it"}
+    assert events[0].timestamp == "2026-05-27T10:00:00Z"
+    assert events[1].args == {"model": "claude-opus-4-7"}
+    assert events[1].result == {"text": "Let me check that file."}
+    assert events[2].args == {"file_path": "/tmp/foo"}
+    assert events[2].extra == {"tool_use_id": "toolu_01", "part": 1}
+    assert events[5].args == {"command": "ls /tmp", "description": "List /tmp"}
+
+
+@needs_peers
+def test_transcript_tool_results_become_patches_paired_by_tool_use_id() -> None:
+    events = {e.extra.get("tool_use_id"): e for e in _events(TRANSCRIPT)}
+    patches = _patches(TRANSCRIPT)
+    assert [(p.tool_use_id, p.result, p.success, p.timestamp) for p in patches] == [
+        ("toolu_01", {"output": "hello world"}, True, "2026-05-27T10:00:02Z"),
+        ("toolu_02", {"output": "foo\nbar\nbaz"}, True, "2026-05-27T10:00:06Z"),
+    ]
+    assert events["toolu_01"].tool == "Read"
+    assert events["toolu_02"].tool == "Bash"
+    assert {p.source for p in patches} == {str(TRANSCRIPT.resolve())}
+
+
+@needs_peers
+def test_transcript_bookkeeping_lines_produce_no_events() -> None:
+    quiet = [obj["type"] for obj, items in _normalize_file(TRANSCRIPT) if not items]
+    assert quiet == ["last-prompt", "permission-mode", "system", "attachment", "ai-title"]
+
+
+def test_tool_result_with_is_error_marks_failure_and_flattens_blocks() -> None:
+    obj = {
+        "type": "user",
+        "sessionId": "s",
+        "message": {
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_9",
+                    "is_error": True,
+                    "content": [
+                        {"type": "text", "text": "boom"},
+                        {"type": "image"},
+                        {"type": "text", "text": "!"},
+                    ],
+                }
+            ]
+        },
+    }
+    [patch] = normalize(obj, source="/t.jsonl", offset=0, line_no=1)
+    assert patch == ResultPatch(
+        source="/t.jsonl",
+        tool_use_id="toolu_9",
+        result={"output": "boom\n[image]\n!"},
+        success=False,
+        timestamp=None,
+    )
+
+
+def test_user_message_with_text_blocks_and_a_result_yields_both() -> None:
+    obj = {
+        "type": "user",
+        "sessionId": "abcdefghijkl",
+        "isSidechain": True,
+        "message": {
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": None},
+                {"type": "text", "text": "[Request interrupted by user]"},
+            ]
+        },
+    }
+    patch, prompt = normalize(obj, source="/t.jsonl", offset=0, line_no=3)
+    assert isinstance(patch, ResultPatch)
+    assert patch.result == {"output": ""}
+    assert isinstance(prompt, Event)
+    assert prompt.tool == "user_prompt"
+    assert prompt.agent == "claude-code#abcdefgh"
+    assert prompt.extra == {"sidechain": True, "part": 1}
+
+
+@needs_peers
+def test_stream_json_tags_sub_agent_lines_as_sidechain_with_their_parent() -> None:
+    events = _events(STREAM)
+    assert [(e.seq, e.tool) for e in events] == [
+        (5, "Agent"),
+        (7, "user_prompt"),
+        (10, "Bash"),
+        (14, "llm_inference"),
+    ]
+    agent_call, sub_prompt, sub_bash, answer = events
+    assert agent_call.extra == {"tool_use_id": AGENT_TOOL_USE, "part": 0}
+    assert sub_prompt.extra == {"sidechain": True, "parent_tool_use_id": AGENT_TOOL_USE, "part": 0}
+    assert sub_bash.extra["sidechain"] is True
+    assert sub_bash.extra["parent_tool_use_id"] == AGENT_TOOL_USE
+    assert sub_bash.args == {
+        "command": 'find /Users/clubpenguin/Documents/Korg/crates -name "*.rs" -type f | wc -l'
+    }
+    assert "sidechain" not in answer.extra
+    assert answer.result == {"text": "51"}
+    assert {e.session for e in events} == {STREAM_SESSION}
+    assert {e.agent for e in events} == {"claude-code#c32a3441"}
+    assert sub_prompt.timestamp == "2026-05-25T20:56:14.006000Z"
+    assert agent_call.timestamp is None  # stream-json assistant lines carry none
+
+
+@needs_peers
+def test_stream_json_results_pair_with_the_sub_agent_and_its_inner_call() -> None:
+    assert [(p.tool_use_id, p.result, p.success) for p in _patches(STREAM)] == [
+        ("toolu_0132PR9F5MR3AP9eZGcBYi5f", {"output": "      51"}, True),
+        (AGENT_TOOL_USE, {"output": "51"}, True),
+    ]
+
+
+@needs_peers
+def test_stream_json_thinking_system_and_result_lines_produce_nothing() -> None:
+    quiet = [
+        (line_no, obj["type"]) for line_no, (obj, items) in enumerate(_normalize_file(STREAM), 1) if not items
+    ]
+    assert quiet == [
+        (1, "system"),
+        (2, "system"),
+        (3, "system"),
+        (4, "assistant"),  # a thinking block only
+        (6, "system"),
+        (8, "rate_limit_event"),
+        (9, "system"),
+        (12, "system"),
+        (15, "result"),
+    ]
+
+
+# --- timestamps -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("2026-05-27T10:00:00.000Z", "2026-05-27T10:00:00Z"),
+        ("2026-06-14T02:55:28.591515Z", "2026-06-14T02:55:28.591515Z"),
+        ("2026-01-02T03:04:05+02:00", "2026-01-02T01:04:05Z"),
+        ("2026-01-02T03:04:05", "2026-01-02T03:04:05Z"),
+        ("2026-01-02T03:04:05.123456789Z", "2026-01-02T03:04:05.123456Z"),
+        (1781405728, "2026-06-14T02:55:28Z"),
+        (1781405728591, "2026-06-14T02:55:28.591000Z"),
+        ("yesterday-ish", "yesterday-ish"),
+        (None, None),
+        (True, None),
+        ({"physical": 1}, None),
+    ],
+)
+def test_timestamps_normalize_to_utc_z_or_stay_as_found(raw: Any, expected: str | None) -> None:
+    assert normalize_timestamp(raw) == expected

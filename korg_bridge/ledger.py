@@ -29,10 +29,10 @@ import hmac
 import json
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
 from korg_bridge.errors import ConfigError
 
@@ -46,6 +46,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 GENESIS_HASH = "0" * 64
 """``prev_hash`` of the first entry of every chain."""
@@ -271,6 +273,27 @@ class LedgerWriter:
         reserved = [name for name in _RESERVED if name in fields]
         if reserved:
             raise ValueError(f"LedgerWriter.append: fields must not carry {', '.join(reserved)}")
+        return self._locked(lambda fd: self._append_locked(fd, fields))
+
+    def tip(self) -> tuple[int, str]:
+        """Open the ledger (creating it), repair its tail, and return ``(seq_id, entry_hash)`` of its tip.
+
+        ``(0, GENESIS_HASH)`` when it holds no entry yet. An owner that keeps a
+        ledger open for a long time (the bridge's audit log) calls this once at
+        start, so a torn line left by a crash is cut and logged, and a foreign
+        file refused, then rather than at the first append.
+
+        Raises:
+            ConfigError: as for :meth:`append`.
+        """
+        return self._locked(lambda fd: self._read_tip(fd, self._cut_torn_tail(fd, os.fstat(fd).st_size)))
+
+    def _locked(self, work: Callable[[int], _T]) -> _T:
+        """Run ``work(fd)`` on the ledger opened for appending, under its exclusive ``flock``.
+
+        Raises:
+            ConfigError: the ledger cannot be opened or written, or ``work`` raised it.
+        """
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(self.path, flags, 0o644)
@@ -281,7 +304,7 @@ class LedgerWriter:
             ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            return self._append_locked(fd, fields)
+            return work(fd)
         except OSError as exc:
             raise ConfigError(
                 f"cannot append to ledger {self.path}: {exc.strerror or exc}. "

@@ -108,8 +108,8 @@ async def _pump(
         done.set()
 
 
-def signal_group(pgid: int, sig: signal.Signals) -> bool:
-    """Send ``sig`` to a process group; ``False`` when nothing is left in it."""
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to a process group (``0`` only probes); ``False`` when nothing is left in it."""
     try:
         os.killpg(pgid, sig)
     except ProcessLookupError:
@@ -126,7 +126,7 @@ async def _terminate_group(process: anyio.abc.Process, pgid: int) -> None:
         await process.wait()
         # The leader is gone; give the rest of the group the same grace.
         deadline = time.monotonic() + KILL_GRACE
-        while signal_group(pgid, signal.Signals(0)) and time.monotonic() < deadline:
+        while signal_group(pgid, 0) and time.monotonic() < deadline:
             await anyio.sleep(0.02)
     signal_group(pgid, signal.SIGKILL)
     with anyio.move_on_after(KILL_GRACE):

@@ -6,8 +6,9 @@ import re
 import subprocess
 import sys
 
-import korg_bridge
 from conftest import REPO, python_env
+
+import korg_bridge
 
 EXPECTED = [
     "ArgumentError",
@@ -52,7 +53,9 @@ def test_every_error_carries_an_exit_code() -> None:
 
 def test_readme_library_example_runs_and_prints_what_it_says() -> None:
     readme = (REPO / "README.md").read_text()
-    match = re.search(r"<!-- example: library -->\n```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", readme, re.S)
+    match = re.search(
+        r"<!-- example: library -->\n```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", readme, re.S
+    )
     assert match, "README lost its library example"
     code, expected = match.groups()
     out = subprocess.run(

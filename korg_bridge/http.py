@@ -1,0 +1,543 @@
+"""Serve the bridge over Streamable HTTP: ``korg-bridge BINARY --http [HOST:]PORT``.
+
+Over stdio the only client is the process that started us; over HTTP it is
+whoever can reach the port, so three gates stand in front of the SDK's app:
+
+- **Bearer token** (``Authorization: Bearer TOKEN``), compared in constant
+  time; required whenever the address is not loopback. The token comes from
+  ``KORG_BRIDGE_TOKEN`` or a file, never from argv (``ps`` shows argv to every
+  local user) and never reaches a log. Missing or wrong: 401 with
+  ``WWW-Authenticate: Bearer``. The SDK's own auth (``TokenVerifier``) is built
+  for OAuth: it advertises an authorization server we do not have.
+- **Host/Origin checks** against DNS rebinding, by the SDK's
+  ``TransportSecuritySettings``: a foreign ``Host`` gets the SDK's 421, a
+  foreign ``Origin`` its 403 (and a POST that is not JSON its 400).
+- **Body limit**, the SDK's ``max_request_body_size``: 413.
+
+``GET /healthz`` is open (no token, no Host check) so probes and load
+balancers can use it; it reveals only what ``--list-tools`` does.
+
+Stopping: the first SIGTERM or SIGINT stops accepting, lets in-flight
+requests finish for up to ``grace`` seconds, then cuts what is left (a
+cancelled tool call's process is killed by the bridge's own cleanup); a
+second signal cuts at once. A long-lived ``GET /mcp`` stream (older clients
+keep one open per session) would never finish by itself, so it is cut as soon
+as the last request is done. Cancelling :func:`serve_http` stops at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import ipaddress
+import json
+import logging
+import math
+import os
+import re
+import signal
+import socket
+import stat
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import anyio
+import uvicorn
+from anyio.abc import TaskGroup
+from mcp.server.lowlevel import Server
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .errors import ConfigError, KorgError, UsageError
+
+log = logging.getLogger(__name__)
+
+TOKEN_ENV = "KORG_BRIDGE_TOKEN"
+DEFAULT_HOST = "127.0.0.1"
+MCP_PATH = "/mcp"
+HEALTH_PATH = "/healthz"
+DEFAULT_MAX_BODY_BYTES: int = DEFAULT_MAX_REQUEST_BODY_SIZE
+DEFAULT_GRACE = 10.0
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+"""Host names a local client may use whatever address we are bound to."""
+
+LISTEN_FORM = "expected [HOST:]PORT, e.g. 8080, 0.0.0.0:8080 or [::1]:8080"
+_TOKEN_CHARS = re.compile(r"[!-~]+")
+"""Printable ASCII without spaces: what survives an ``Authorization`` header intact."""
+
+_SHUTDOWN_BACKSTOP = 1
+"""Seconds uvicorn waits beyond ``grace`` before cancelling on its own; our drain cuts first."""
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``"8080"`` → ``("127.0.0.1", 8080)``; ``"0.0.0.0:8080"``; ``"[::1]:8080"``.
+
+    Port 0 asks the system for any free port (the log names the one chosen).
+
+    Raises:
+        UsageError: the value is not ``[HOST:]PORT``.
+    """
+    text = value.strip()
+    host, port_text = DEFAULT_HOST, text
+    if text.startswith("["):
+        end = text.find("]")
+        if end == -1 or text[end + 1 : end + 2] != ":":
+            raise _bad_listen(value)
+        host, port_text = text[1:end], text[end + 2 :]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise _bad_listen(value) from None
+    elif ":" in text:
+        host, _, port_text = text.rpartition(":")
+        if ":" in host:
+            raise _bad_listen(value, " (put an IPv6 address in brackets)")
+        if not host or any(c.isspace() or c in "/@?#" for c in host):
+            raise _bad_listen(value)
+    if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
+        raise _bad_listen(value)
+    return host, int(port_text)
+
+
+def _bad_listen(value: str, hint: str = "") -> UsageError:
+    return UsageError(f"invalid --http value {value!r}: {LISTEN_FORM}{hint}")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 with or without brackets)
+    only ever reaches this machine."""
+    name = host.strip().removeprefix("[").removesuffix("]").rstrip(".").lower()
+    if name == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def load_token(env: Mapping[str, str], token_file: str | None) -> str | None:
+    """The bearer token: ``token_file``'s content, else ``KORG_BRIDGE_TOKEN``, else None.
+
+    The file wins over the environment: it was named on this command line,
+    the variable may be inherited from anywhere. Surrounding whitespace (the
+    trailing newline of ``echo secret > file``) is stripped.
+
+    Raises:
+        ConfigError: the file cannot be read, or the token is empty or not one
+            run of printable ASCII. Messages never contain the token.
+    """
+    if token_file is not None:
+        source = f"token file {token_file}"
+        try:
+            with open(token_file, encoding="utf-8") as fh:
+                mode = os.fstat(fh.fileno()).st_mode
+                text = fh.read()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read token file {token_file}: {exc.strerror or exc}. Check the path given to --token-file."
+            ) from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{source} is not UTF-8 text. Put the token alone in the file.") from exc
+        if stat.S_ISREG(mode) and mode & 0o077:
+            log.warning("token file %s is readable by other users; restrict it with chmod 600", token_file)
+    else:
+        value = env.get(TOKEN_ENV)
+        if value is None:
+            return None
+        source, text = TOKEN_ENV, value
+    token = text.strip()
+    if not token:
+        raise ConfigError(
+            f"{source} is empty. Put a long random secret in it, "
+            "e.g. from: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+    if not _TOKEN_CHARS.fullmatch(token):
+        raise ConfigError(
+            f"{source} must hold one token of printable ASCII without spaces, "
+            "as it is sent in 'Authorization: Bearer TOKEN'."
+        )
+    return token
+
+
+def _bracketed(host: str) -> str:
+    """How ``host`` appears in a Host header or URL: IPv6 addresses in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _with_any_port(entry: str) -> list[str]:
+    """An entry without a port also matches it with any port (the SDK matches
+    ``name:*`` only when a port is present, and ``name`` only when it is not)."""
+    scheme, sep, authority = entry.rpartition("://")
+    authority = _bracketed(authority) if authority.count(":") > 1 else authority
+    exact = f"{scheme}{sep}{authority}"
+    if re.search(r":(\d+|\*)$", authority):
+        return [exact]
+    return [exact, f"{exact}:*"]
+
+
+def security_settings(
+    host: str, allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = ()
+) -> TransportSecuritySettings:
+    """DNS-rebinding protection: the loopback names and the bound host, any
+    port, plus the caller's extra hosts and origins (``--allow-host``,
+    ``--allow-origin``)."""
+    names = [*LOOPBACK_HOSTS, _bracketed(host)]
+    hosts = [h for entry in [*names, *allowed_hosts] for h in _with_any_port(entry)]
+    origins = [
+        o for entry in [*(f"http://{n}" for n in names), *allowed_origins] for o in _with_any_port(entry)
+    ]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(dict.fromkeys(hosts)),
+        allowed_origins=list(dict.fromkeys(origins)),
+    )
+
+
+class _Traffic:
+    """What a graceful stop waits for.
+
+    A request (a POST or DELETE) finishes by itself; a ``GET /mcp`` stream
+    does not, so it is only cut. Each runs in its own cancel scope so a stop
+    can cut it and still end the HTTP response properly.
+    """
+
+    def __init__(self) -> None:
+        self.closing = False
+        self.requests = 0
+        self._scopes: set[anyio.CancelScope] = set()
+        self._idle: anyio.Event | None = None
+
+    @contextlib.contextmanager
+    def track(self, scope: anyio.CancelScope, *, stream: bool) -> Iterator[None]:
+        counted = 0 if stream else 1
+        self._scopes.add(scope)
+        self.requests += counted
+        try:
+            yield
+        finally:
+            self._scopes.discard(scope)
+            self.requests -= counted
+            if not self.requests and self._idle is not None:
+                self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Until no request is in flight (one waiter at a time: the drain)."""
+        while self.requests:
+            self._idle = anyio.Event()
+            await self._idle.wait()
+
+    def cut_all(self) -> None:
+        for scope in list(self._scopes):
+            scope.cancel()
+
+
+class _Gate:
+    """The outermost ASGI layer: the bearer token for everything but
+    ``/healthz``, and the bookkeeping a graceful stop needs."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None, traffic: _Traffic) -> None:
+        self.app = app
+        self._expected = None if token is None else token.encode("ascii")
+        self._traffic = traffic
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == HEALTH_PATH:
+            await self.app(scope, receive, send)
+            return
+        if self._expected is not None:
+            problem = self._auth_problem(Headers(scope=scope).get("authorization"))
+            if problem is not None:
+                client = scope.get("client")
+                log.info("refused %s %s from %s: %s", scope["method"], scope["path"], client, problem)
+                await _unauthorized(problem)(scope, receive, send)
+                return
+        if self._traffic.closing:
+            await _unavailable()(scope, receive, send)
+            return
+        await self._run(scope, receive, send, stream=scope["method"] == "GET")
+
+    def _auth_problem(self, header: str | None) -> str | None:
+        assert self._expected is not None
+        if not header:
+            return "missing bearer token"
+        scheme, _, credentials = header.partition(" ")
+        # compare_digest on bytes of equal meaning; latin-1 round-trips any header value.
+        given = credentials.strip().encode("latin-1", "replace")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given, self._expected):
+            return "wrong bearer token"
+        return None
+
+    async def _run(self, scope: Scope, receive: Receive, send: Send, *, stream: bool) -> None:
+        started = completed = False
+
+        async def watched_send(message: Message) -> None:
+            nonlocal started, completed
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                completed = True
+            await send(message)
+
+        with anyio.CancelScope() as cut, self._traffic.track(cut, stream=stream):
+            await self.app(scope, receive, watched_send)
+        if cut.cancelled_caught and not completed:
+            # Cut by a stop: end the response cleanly rather than drop the connection mid-body.
+            with anyio.CancelScope(shield=True):
+                if started:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                else:
+                    await _unavailable()(scope, receive, send)
+
+
+def _unauthorized(problem: str) -> Response:
+    challenge = 'Bearer realm="korg-bridge"'
+    if problem.startswith("wrong"):
+        challenge += ', error="invalid_token"'
+    return JSONResponse(
+        {
+            "error": "unauthorized",
+            "message": f"{problem}: send 'Authorization: Bearer TOKEN' with the server's token",
+        },
+        status_code=401,
+        headers={"WWW-Authenticate": challenge},
+    )
+
+
+def _unavailable() -> Response:
+    return JSONResponse(
+        {"error": "unavailable", "message": "the server is shutting down"},
+        status_code=503,
+        headers={"Connection": "close", "Retry-After": "1"},
+    )
+
+
+def _health_route(health: Mapping[str, Any]) -> Route:
+    # Rendered once, now: a value that is not JSON fails at startup, not at the first probe.
+    body = json.dumps({"status": "ok", **health}, ensure_ascii=False).encode()
+
+    async def healthz(request: Request) -> Response:
+        return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
+
+    return Route(HEALTH_PATH, healthz, methods=["GET"])
+
+
+def build_http_app(
+    server: Server[Any],
+    *,
+    host: str,
+    token: str | None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    health: Mapping[str, Any],
+) -> Starlette:
+    """The ASGI app: ``server`` at ``/mcp`` behind the gates, and ``/healthz``.
+
+    ``host`` is the address it will be bound to: it decides whether a token is
+    required and joins the allowed Host names. The app can be served once
+    (the SDK's session manager runs once).
+
+    Raises:
+        ConfigError: no token for a non-loopback ``host``, an unusable token,
+            or a body limit below one byte.
+    """
+    if token is None and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to listen on {host} without a token: set {TOKEN_ENV} or pass --token-file FILE"
+        )
+    if token is not None and not _TOKEN_CHARS.fullmatch(token):
+        raise ConfigError("the bearer token must be one run of printable ASCII without spaces.")
+    if max_body_bytes < 1:
+        raise ConfigError(f"the request body limit must be at least 1 byte, got {max_body_bytes}.")
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        transport_security=security_settings(host, allowed_hosts, allowed_origins),
+        max_request_body_size=max_body_bytes,
+        host=host,
+        custom_starlette_routes=[_health_route(health)],
+    )
+    app.state.korg_traffic = traffic = _Traffic()
+    app.add_middleware(_Gate, token=token, traffic=traffic)
+    return app
+
+
+def _bind(host: str, port: int) -> list[socket.socket]:
+    """Listening sockets for every address ``host`` resolves to, on one port.
+
+    Bound here rather than by uvicorn so a busy port is a ConfigError, not
+    uvicorn's ``sys.exit``, and so port 0 has a known number to log.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(
+            f"cannot resolve {host!r}: {exc.strerror}. Pass an IP address or a resolvable name to --http."
+        ) from exc
+    sockets: list[socket.socket] = []
+    try:
+        for family, address in dict.fromkeys((info[0], info[4]) for info in infos):
+            bound = sockets[0].getsockname()[1] if sockets else port
+            sock = socket.create_server((address[0], bound, *address[2:]), family=family)
+            sockets.append(sock)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise ConfigError(
+            f"cannot listen on {_bracketed(host)}:{port}: {exc.strerror or exc}. "
+            "Pick another port or address, or stop what is using it."
+        ) from exc
+    return sockets
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, with the signals left to :func:`serve_http`: uvicorn
+    re-raises a caught signal once it has shut down, which would turn a clean
+    SIGTERM drain into death by SIGTERM."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_started = on_started
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._on_started()
+
+
+class _Stopper:
+    """Turns signals and cancellation into the stop described in the module docstring."""
+
+    def __init__(self, web: _Uvicorn, traffic: _Traffic, grace: float) -> None:
+        self._web = web
+        self._traffic = traffic
+        self._grace = grace
+        self.done = False
+        self._draining = False
+
+    def stop(self, why: str, tg: TaskGroup) -> None:
+        if self.done:
+            return
+        if self._draining:
+            log.warning(
+                "%s during shutdown: stopping now, cutting %d request(s)", why, self._traffic.requests
+            )
+            self._traffic.cut_all()
+            return
+        self._draining = True
+        log.warning(
+            "%s: stopping; waiting up to %gs for %d request(s)", why, self._grace, self._traffic.requests
+        )
+        self._web.should_exit = True
+        tg.start_soon(self._drain)
+
+    def stop_now(self) -> None:
+        if self.done:
+            return
+        self._traffic.closing = True
+        self._web.should_exit = True
+        self._traffic.cut_all()
+
+    async def _drain(self) -> None:
+        with anyio.move_on_after(self._grace):
+            await self._traffic.wait_idle()
+        self._traffic.closing = True
+        if self._traffic.requests:
+            log.warning("grace period over: cutting %d request(s)", self._traffic.requests)
+        self._traffic.cut_all()
+
+    async def on_signals(self, tg: TaskGroup) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                self.stop(signal.Signals(signum).name, tg)
+
+    async def on_cancel(self) -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.stop_now()
+
+
+async def serve_http(
+    server: Server[Any],
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    health: Mapping[str, Any],
+    grace: float = DEFAULT_GRACE,
+    ready: anyio.Event | None = None,
+) -> None:
+    """Serve :func:`build_http_app` with uvicorn until SIGTERM/SIGINT (or cancellation).
+
+    Signals are handled only when called from the main thread. ``ready`` is
+    set once the port accepts connections; the URL is logged at INFO.
+
+    Raises:
+        ConfigError: as :func:`build_http_app`; a negative ``grace``; the
+            address cannot be resolved or bound.
+        KorgError: uvicorn failed to start the app.
+    """
+    if not (grace >= 0 and math.isfinite(grace)):
+        raise ConfigError(f"the shutdown grace period must be a finite number of seconds >= 0, got {grace}.")
+    app = build_http_app(
+        server,
+        host=host,
+        token=token,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        max_body_bytes=max_body_bytes,
+        health=health,
+    )
+    traffic: _Traffic = app.state.korg_traffic
+    sockets = _bind(host, port)
+    url = f"http://{_bracketed(host)}:{sockets[0].getsockname()[1]}{MCP_PATH}"
+
+    def started() -> None:
+        auth = "bearer token required" if token is not None else "no token (loopback only)"
+        log.info("serving MCP on %s (%s; health at %s)", url, auth, HEALTH_PATH)
+        if ready is not None:
+            ready.set()
+
+    config = uvicorn.Config(
+        app,
+        log_config=None,  # ours is already set up; uvicorn's default would log access lines to stdout
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=math.ceil(grace) + _SHUTDOWN_BACKSTOP,
+    )
+    web = _Uvicorn(config, started)
+    stopper = _Stopper(web, traffic, grace)
+    try:
+        async with anyio.create_task_group() as tg:
+            if threading.current_thread() is threading.main_thread():
+                tg.start_soon(stopper.on_signals, tg)
+            tg.start_soon(stopper.on_cancel)
+            # Shielded so that cancelling us still runs uvicorn's shutdown
+            # (on_cancel has cut every request by then, so it is quick).
+            with anyio.CancelScope(shield=True):
+                try:
+                    await web.serve(sockets)
+                finally:
+                    stopper.done = True
+            tg.cancel_scope.cancel()
+    except SystemExit as exc:  # uvicorn's answer to an app that fails to start
+        raise KorgError("the HTTP server failed to start; rerun with --debug for details.") from exc
+    finally:
+        for sock in sockets:
+            sock.close()

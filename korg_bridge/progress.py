@@ -1,0 +1,73 @@
+"""Live progress: stdout lines of a running call, forwarded as MCP progress.
+
+Clients that reset their timers on progress keep a long call alive, and the
+agent sees what the binary is doing. Forwarding is rate-limited (at most
+:data:`MAX_RATE` notifications a second): lines that arrive faster are
+coalesced, so a chatty binary cannot flood the client. Memory stays bounded:
+between two notifications we keep a count and the latest line only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+MAX_RATE = 20.0
+"""Notifications per second, at most."""
+
+MAX_MESSAGE = 200
+"""Characters of a line put in a notification's message."""
+
+MAX_LINE_BYTES = 64 * 1024
+"""A 'line' longer than this is cut: progress is a glimpse, not the output."""
+
+Report = Callable[[float, str], Awaitable[None]]
+
+
+class LineProgress:
+    """Feed it stdout chunks; it reports ``(lines so far, latest line)`` at a bounded rate."""
+
+    def __init__(self, report: Report, *, max_rate: float = MAX_RATE) -> None:
+        self._report = report
+        self._interval = 1.0 / max_rate
+        self._partial = bytearray()
+        self._lines = 0
+        self._sent_lines = 0
+        self._latest = ""
+        self._wake = anyio.Event()
+        self._closed = False
+        self.sent = 0
+
+    async def feed(self, chunk: bytes) -> None:
+        """Called from the reader; never waits on the client."""
+        *complete, rest = (bytes(self._partial) + chunk).split(b"\n")
+        if complete:
+            self._lines += len(complete)
+            self._latest = complete[-1][:MAX_LINE_BYTES].decode("utf-8", "replace").rstrip("\r")
+            self._wake.set()
+        self._partial = bytearray(rest[:MAX_LINE_BYTES])
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Send notifications until :meth:`close`; each carries strictly more lines than the last."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            if self._lines > self._sent_lines:
+                self._sent_lines = self._lines
+                message = (
+                    self._latest
+                    if len(self._latest) <= MAX_MESSAGE
+                    else self._latest[: MAX_MESSAGE - 1] + "…"
+                )
+                with contextlib.suppress(Exception):  # a lost notification must not fail the call
+                    await self._report(float(self._sent_lines), message)
+                    self.sent += 1
+            if self._closed:
+                return
+            await anyio.sleep(self._interval)

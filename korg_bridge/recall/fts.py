@@ -1,0 +1,192 @@
+"""User text to FTS5 queries, and the SQL of every search, built apart from running it.
+
+A query is what a person or a model typed, never FTS5 syntax: ``foo NOT
+bar`` looks for the three words, ``"`` or ``*`` or ``col:val`` mean nothing
+special. :func:`quote_fts` is the only path from user text to ``MATCH``: each
+token becomes a quoted phrase (inner quotes doubled), so no operator
+survives, and tokens are OR-ed so a document matching some of the words
+still ranks, below those matching all of them (BM25 sums per term).
+
+The builders return ``(sql, params)``; :mod:`korg_bridge.recall.search` runs
+them, and tests read them as text. (Pattern: sqlite-utils ``search_sql`` and
+``quote_fts``.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "Filters",
+    "details_sql",
+    "filter_sql",
+    "keyword_sql",
+    "like_pattern",
+    "outside_sources_sql",
+    "query_terms",
+    "quote_fts",
+    "substring_sql",
+]
+
+STOPWORDS = frozenset(
+    """a an and are as at be but by did do does for from had has have how i if in into is it its me my
+    of on or our so that the their then there these this those to was we were what when where which who
+    why will with would you your""".split()  # noqa: SIM905 (a word list reads best as words)
+)
+"""Dropped from keyword queries (unless nothing else is left): they match most events, cost
+the most to score, and move BM25 ranks by noise only."""
+
+
+def query_terms(query: str, *, drop_stopwords: bool = True) -> list[str]:
+    """Split ``query`` on whitespace into distinct lower-cased terms that hold a letter or digit.
+
+    Punctuation-only tokens (``*``, ``-``, ``"``) carry no searchable text;
+    keeping them would make an empty phrase.
+    """
+    terms: list[str] = []
+    for token in query.lower().split():
+        if any(ch.isalnum() for ch in token) and token not in terms:
+            terms.append(token)
+    if drop_stopwords:
+        content = [term for term in terms if term not in STOPWORDS]
+        if content:
+            return content
+    return terms
+
+
+def quote_fts(query: str) -> str:
+    """Return ``query`` as an FTS5 expression matching ANY of its terms ("" when it has none).
+
+    Each term is a double-quoted phrase with inner quotes doubled, so FTS5
+    operators and column filters in user text are plain words.
+    """
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in query_terms(query))
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Restrictions every search applies in SQL, on the ``events`` table aliased ``e``."""
+
+    sources: Sequence[str] | None = ()
+    """Files or folders (absolute paths): only events from files at or under them. Empty: no
+    event at all; None: no restriction (every indexed file is under the call's sources)."""
+    tools: Sequence[str] = ()
+    """Exact tool names."""
+    agents: Sequence[str] = ()
+    """Agent names or prefixes: ``claude-code`` matches ``claude-code#ab12cd34`` and
+    ``agent:claude-code@2.1.0``."""
+    since: float | None = None
+    until: float | None = None
+
+
+def _placeholders(count: int) -> str:
+    return ", ".join("?" * count)
+
+
+def _under_sql(sources: Sequence[str]) -> tuple[str, list[Any]]:
+    """``path`` is one of ``sources`` or inside one of them (``/a/led`` does not hold ``/a/ledger2``)."""
+    paths: list[str] = []
+    params: list[Any] = []
+    for source in sources:
+        prefix = source.rstrip("/") + "/"
+        paths.append("path = ? OR substr(path, 1, ?) = ?")
+        params.extend([source, len(prefix), prefix])
+    return " OR ".join(paths), params
+
+
+def outside_sources_sql(sources: Sequence[str]) -> tuple[str, list[Any]]:
+    """Select one indexed file that is not under ``sources`` (none: the source filter can be skipped)."""
+    under, params = _under_sql(sources)
+    return f"SELECT path FROM sources WHERE NOT ({under}) LIMIT 1", params
+
+
+def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
+    """Return the ``AND``-joined conditions for ``filters`` ("" when nothing restricts) and their params.
+
+    A search scoped to no source at all matches nothing: results must come
+    from the ledgers of this call only.
+    """
+    clauses: list[str] = []
+    params: list[Any] = []
+    if filters.sources:
+        under, params = _under_sql(filters.sources)
+        clauses.append(f"e.source_id IN (SELECT id FROM sources WHERE {under})")
+    elif filters.sources is not None:
+        clauses.append("0")
+    if filters.tools:
+        clauses.append(f"e.tool IN ({_placeholders(len(filters.tools))})")
+        params.extend(filters.tools)
+    if filters.agents:
+        options: list[str] = []
+        for agent in filters.agents:
+            for prefix in dict.fromkeys([agent, agent if agent.startswith("agent:") else "agent:" + agent]):
+                options.append("substr(e.agent, 1, ?) = ?")
+                params.extend([len(prefix), prefix])
+        clauses.append(f"({' OR '.join(options)})")
+    if filters.since is not None:
+        clauses.append("e.ts >= ?")
+        params.append(filters.since)
+    if filters.until is not None:
+        clauses.append("e.ts <= ?")
+        params.append(filters.until)
+    return " AND ".join(clauses), params
+
+
+def keyword_sql(match: str, filters: Filters, *, limit: int, offset: int = 0) -> tuple[str, list[Any]]:
+    """Rank events matching the FTS5 expression ``match`` (from :func:`quote_fts`) by BM25.
+
+    Returns rows ``(id, rank)``; ``rank`` is FTS5's ``bm25()``, lower is
+    better. Only ids are sorted: the text is fetched for the few rows shown.
+    With no filter the ``events`` table is not even joined: a third faster
+    when a common word matches half the history.
+    """
+    where, params = filter_sql(filters)
+    if not where:
+        sql = (
+            "SELECT rowid, bm25(events_fts) AS rank\n"
+            "FROM events_fts\n"
+            "WHERE events_fts MATCH ?\n"
+            "ORDER BY rank\n"
+            "LIMIT ? OFFSET ?"
+        )
+        return sql, [match, limit, offset]
+    sql = (
+        "SELECT e.id, bm25(events_fts) AS rank\n"
+        "FROM events_fts JOIN events e ON e.id = events_fts.rowid\n"
+        f"WHERE events_fts MATCH ? AND {where}\n"
+        "ORDER BY rank\n"
+        "LIMIT ? OFFSET ?"
+    )
+    return sql, [match, *params, limit, offset]
+
+
+def like_pattern(term: str) -> str:
+    """Return a ``LIKE … ESCAPE '\\'`` pattern matching ``term`` anywhere, its ``%``/``_`` literal."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def substring_sql(terms: Sequence[str], filters: Filters, *, length_cap: int) -> tuple[str, list[Any]]:
+    """Select events whose text contains every ASCII term, ignoring ASCII case; shortest first.
+
+    ``LIKE`` folds ASCII case only (and scans twice as fast as
+    ``instr(lower(…))``), so non-ASCII terms are left to the caller's exact
+    check in Python. Lengths over ``length_cap`` tie (they share the floor
+    score), broken by file order. Returns rows ``(id,)``.
+    """
+    where, params = filter_sql(filters)
+    ascii_terms = [term for term in terms if term.isascii()]
+    clauses = ["e.text LIKE ? ESCAPE '\\'" for _ in ascii_terms]
+    condition = " AND ".join([*clauses, where] if where else clauses) or "1"
+    sql = f"SELECT e.id\nFROM events e\nWHERE {condition}\nORDER BY min(length(e.text), ?), e.id"
+    return sql, [*(like_pattern(term) for term in ascii_terms), *params, length_cap]
+
+
+def details_sql(count: int) -> str:
+    """Select what a hit shows for ``count`` event ids (``?`` placeholders)."""
+    return (
+        "SELECT e.id, e.seq, e.agent, e.tool, e.session, e.timestamp, e.text\n"
+        f"FROM events e WHERE e.id IN ({_placeholders(count)})"
+    )

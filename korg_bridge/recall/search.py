@@ -1,0 +1,256 @@
+"""Search the recall index: keyword (BM25) or substring, with filters, collapsing and snippets.
+
+Two modes, both over the flattened text of :mod:`korg_bridge.recall.text`:
+
+* ``substring`` keeps the reference server's semantics: every lower-cased
+  query term must occur in the lower-cased text. Its score favours concise
+  events, ``1 - min(0.5, len(text) / 2000)``: from 1.0 for a tiny text down
+  to 0.5 for 1,000 characters or more (ties in file order).
+* ``keyword`` ranks with FTS5 ``bm25()`` over any of the terms (see
+  :func:`~korg_bridge.recall.fts.quote_fts`), so partial matches still rank,
+  below fuller ones. The score maps the raw BM25 value ``r`` (higher is
+  better) to ``r / (r + 5)``: stable (it depends on the event, the query and
+  the corpus, not on the other hits), monotone, in 0 to 1; one rare term
+  matched scores about 0.6, several matched terms 0.8 and more.
+
+``min_score`` is the cosine floor of the semantic mode. Neither mode here
+applies it: a BM25 value is not a cosine, and the CLI's default floor (0.30)
+would otherwise drop good keyword hits in small or repetitive histories.
+Both return at most ``top_n`` hits, best first.
+
+Filters (files under ``sources``, tools, agents, ``since``/``until``) are
+applied in SQL. Hits with the same session and the same text (ignoring case
+and spacing) are collapsed to the best one: a retried command or a repeated
+prompt is one memory. Snippets are cut at word boundaries where possible, so a
+secret is never half shown: redaction (:mod:`korg_bridge.recall.redact`) is the
+caller's, which can count what it hides and honour ``--allow-secrets``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from korg_bridge.errors import UsageError
+from korg_bridge.recall.fts import (
+    Filters,
+    details_sql,
+    keyword_sql,
+    outside_sources_sql,
+    query_terms,
+    quote_fts,
+    substring_sql,
+)
+from korg_bridge.recall.index import Index
+
+__all__ = ["MODES", "SNIPPET_CHARS", "Hit", "make_snippet", "search"]
+
+MODES = ("substring", "keyword")
+
+SNIPPET_CHARS = 200
+SNIPPET_LEAD = 60
+"""Characters shown before the first matching term, so the hit reads in context."""
+KEYWORD_HALF_SCORE = 5.0
+"""The raw BM25 value that maps to 0.5: about one term found in a few percent of events."""
+SUBSTRING_LENGTH_CAP = 1000
+"""Texts longer than this all get the floor score 0.5 (the reference formula's cap)."""
+FIRST_PAGE = 50
+"""Ranked ids fetched before collapsing; more pages follow only when collapsing ate too many."""
+CHUNK = 64
+
+
+@dataclass
+class Hit:
+    """One search result; ``ref`` is what ``show`` takes."""
+
+    ref: str
+    seq: int
+    score: float
+    agent: str | None
+    tool: str | None
+    session: str | None
+    timestamp: str | None
+    snippet: str
+    event_id: int
+
+
+def make_snippet(text: str, terms: Sequence[str], limit: int = SNIPPET_CHARS) -> str:
+    """Return at most ``limit`` characters of ``text`` on one line, around the first term found.
+
+    Terms are matched case-insensitively; a stemmed match (``fixing`` for
+    ``fixed``) is looked up by its first letters. Cuts fall between words
+    unless a single word is longer than the room left, and are marked ``…``.
+    """
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    lowered = flat.lower()
+    found = [pos for term in terms if (pos := _find(lowered, term)) >= 0]
+    start = max(0, min(found) - SNIPPET_LEAD) if found else 0
+    start = min(start, len(flat) - (limit - 1))
+    if start > 0 and flat[start - 1] != " ":
+        space = flat.find(" ", start, start + SNIPPET_LEAD)
+        start = space + 1 if space >= 0 else start
+    head = "…" if start > 0 else ""
+    end = start + limit - len(head)
+    if end >= len(flat):
+        return head + flat[start:]
+    end -= 1  # room for the closing mark
+    if flat[end] != " ":
+        space = flat.rfind(" ", start, end)
+        end = space if space > start else end
+    return head + flat[start:end].rstrip() + "…"
+
+
+def _find(lowered: str, term: str) -> int:
+    position = lowered.find(term)
+    if position < 0 and len(term) >= 6:
+        position = lowered.find(term[: len(term) - 3])
+    return position
+
+
+class _Collector:
+    """Turns ranked ids into collapsed, redacted hits until ``top_n`` are found."""
+
+    def __init__(self, conn: sqlite3.Connection, terms: Sequence[str], top_n: int) -> None:
+        self.conn = conn
+        self.terms = terms
+        self.top_n = top_n
+        self.hits: list[Hit] = []
+        self.seen: set[tuple[str | None, str]] = set()
+
+    @property
+    def full(self) -> bool:
+        return len(self.hits) >= self.top_n
+
+    def details(
+        self, ids: Sequence[int]
+    ) -> dict[int, tuple[int, str | None, str | None, str | None, str | None, str]]:
+        if not ids:
+            return {}
+        rows = self.conn.execute(details_sql(len(ids)), list(ids)).fetchall()
+        return {row[0]: row[1:] for row in rows}
+
+    def add(
+        self,
+        event_id: int,
+        score: float,
+        row: tuple[int, str | None, str | None, str | None, str | None, str],
+    ) -> None:
+        seq, agent, tool, session, timestamp, text = row
+        key = (session, " ".join(text.lower().split()))
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.hits.append(
+            Hit(
+                ref=f"e{event_id}",
+                seq=seq,
+                score=round(score, 4),
+                agent=agent,
+                tool=tool,
+                session=session,
+                timestamp=timestamp,
+                snippet=make_snippet(text, self.terms),
+                event_id=event_id,
+            )
+        )
+
+
+def search(
+    index: Index,
+    query: str,
+    *,
+    mode: str,
+    top_n: int,
+    min_score: float,
+    sources: Sequence[Path],
+    tool_filter: Sequence[str] = (),
+    agent_filter: Sequence[str] = (),
+    since: float | None = None,
+    until: float | None = None,
+) -> list[Hit]:
+    """Return the best ``top_n`` events for ``query`` among those from files under ``sources``.
+
+    ``min_score`` is accepted for a uniform call but not applied (see the
+    module docstring). A query with no letter or digit returns no hits.
+
+    Raises:
+        UsageError: ``mode`` is not ``substring`` or ``keyword``.
+        KorgError: the index cannot be read (locked past the busy timeout).
+    """
+    del min_score  # a cosine floor: semantic mode only
+    if mode not in MODES:
+        raise UsageError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}.")
+    if top_n < 1:
+        return []
+    roots = [os.path.abspath(source) for source in sources]
+    if not roots:
+        return []
+    outside_sql, outside_params = outside_sources_sql(roots)
+    # Usually every indexed file is under this call's sources: then no source filter at all.
+    scoped = index.read(lambda conn: conn.execute(outside_sql, outside_params).fetchone() is not None)
+    filters = Filters(
+        sources=roots if scoped else None,
+        tools=tuple(tool_filter),
+        agents=tuple(agent_filter),
+        since=since,
+        until=until,
+    )
+    if mode == "keyword":
+        match = quote_fts(query)
+        if not match:
+            return []
+        terms = query_terms(query)
+        return index.read(lambda conn: _keyword(_Collector(conn, terms, top_n), match, filters))
+    terms = query_terms(query, drop_stopwords=False)
+    if not terms:
+        return []
+    return index.read(lambda conn: _substring(_Collector(conn, terms, top_n), filters))
+
+
+def _keyword(collector: _Collector, match: str, filters: Filters) -> list[Hit]:
+    limit, offset = max(FIRST_PAGE, collector.top_n * 4), 0
+    while True:
+        sql, params = keyword_sql(match, filters, limit=limit, offset=offset)
+        ranked = collector.conn.execute(sql, params).fetchall()
+        rows = collector.details([event_id for event_id, _ in ranked])
+        for event_id, rank in ranked:
+            row = rows.get(event_id)
+            if row is None:  # deleted by a concurrent refresh between the two queries
+                continue
+            raw = max(0.0, -rank)
+            collector.add(event_id, raw / (raw + KEYWORD_HALF_SCORE), row)
+            if collector.full:
+                return collector.hits
+        if len(ranked) < limit:
+            return collector.hits
+        offset += limit
+        limit *= 4
+
+
+def _substring(collector: _Collector, filters: Filters) -> list[Hit]:
+    sql, params = substring_sql(collector.terms, filters, length_cap=SUBSTRING_LENGTH_CAP)
+    cursor = collector.conn.execute(sql, params)
+    try:
+        while not collector.full:
+            ids = [row[0] for row in cursor.fetchmany(CHUNK)]
+            if not ids:
+                break
+            rows = collector.details(ids)
+            for event_id in ids:
+                row = rows.get(event_id)
+                if row is None:  # deleted by a concurrent refresh between the two queries
+                    continue
+                text = row[5]
+                lowered = text.lower()  # the exact check: SQL only folded ASCII
+                if all(term in lowered for term in collector.terms):
+                    collector.add(event_id, 1.0 - min(0.5, len(text) / 2000.0), row)
+                    if collector.full:
+                        break
+    finally:
+        cursor.close()
+    return collector.hits

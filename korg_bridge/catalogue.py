@@ -114,8 +114,8 @@ class Catalogue:
         self.entries: list[Entry] = []
         self.excluded: list[tuple[Document, CallableSpec]] = []
         self._lookup: dict[str, Entry] = {}
-        owner: dict[str, Document] = {}
-        for document in self.documents:
+        owner: dict[str, int] = {}
+        for index, document in enumerate(self.documents):
             admitted = [c for c in document.callables if flt.admits(c.command_id)]
             self.excluded.extend((document, c) for c in document.callables if not flt.admits(c.command_id))
             names = assign_names((c.command_id for c in admitted), tool_names)
@@ -123,13 +123,14 @@ class Catalogue:
                 name = names[spec.command_id]
                 for key, what in ((spec.command_id, "command_id"), (name, "tool name")):
                     other = owner.get(key)
-                    if other is not None and other is not document:
+                    if other is not None and other != index:
                         raise ConfigError(
-                            f"{what} {key!r} is declared by both {_label(other)} and {_label(document)}; "
+                            f"{what} {key!r} is declared by both {_label(self.documents[other])} and "
+                            f"{_label(document)}; "
                             "bridge them in separate servers, or drop one with --exclude-tool."
                         )
-                owner[spec.command_id] = document
-                owner[name] = document
+                owner[spec.command_id] = index
+                owner[name] = index
                 decision = policy.check(spec)
                 entry = Entry(name, spec, document, decision.allowed, decision.reason)
                 self.entries.append(entry)

@@ -1,7 +1,9 @@
-"""``korg-bridge BINARY``: the command line, and the one top-level error handler.
+"""``korg-bridge BINARY…``: the command line, and the one top-level error handler.
 
-stdout carries results only (the table of ``--list-tools``, or in server mode
-the JSON-RPC stream itself); every diagnostic goes to stderr through logging.
+stdout carries results only (the table of ``--list-tools``, or in stdio
+server mode the JSON-RPC stream itself); every diagnostic goes to stderr
+through logging. The MCP SDK is imported only when a server is built, so
+``--version`` and usage errors answer at once.
 """
 
 from __future__ import annotations
@@ -10,25 +12,32 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING
 
 import anyio
 
 from ._version import __version__
-from .contract import Document
 from .discovery import DEFAULT_DISCOVERY_TIMEOUT, discover
 from .errors import KorgError, UsageError
 from .invocation import DEFAULT_CALL_TIMEOUT
 from .policy import ENV_VAR, Policy
-from .server import DEFAULT_MAX_CONCURRENCY, BridgeOptions, Catalogue, build_server, serve_stdio
 from .toolkit import USER_INTERRUPT, silence_stdout
 from .toolnames import NAME_STYLES
+
+if TYPE_CHECKING:
+    from .contract import Document
+    from .server import Bridge
 
 log = logging.getLogger("korg_bridge")
 
 PROG = "korg-bridge"
+DEFAULT_MAX_CONCURRENCY = 8
+SHUTDOWN_GRACE = 5.0
+"""Seconds a signalled stdio bridge waits for its calls to wind down after
+their process groups were told to stop."""
 
 
 def _positive_float(text: str) -> float:
@@ -55,12 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description=(
-            "Serve the callables of any korg:introspect@v1 binary as MCP tools over stdio. "
+            "Serve the callables of korg:introspect@v1 binaries as MCP tools (stdio, or HTTP with --http). "
             f"Side-effecting callables are refused unless {ENV_VAR} or --allow permits them."
         ),
         epilog=f"Example: {PROG} thump --list-tools",
     )
-    parser.add_argument("binary", nargs="?", help="the binary: a name on PATH, or a path")
+    parser.add_argument(
+        "binaries", nargs="*", metavar="BINARY", help="a name on PATH, or a path; several allowed"
+    )
     parser.add_argument(
         "--allow",
         metavar="LIST",
@@ -97,6 +108,50 @@ def build_parser() -> argparse.ArgumentParser:
         default="safe",
         help="safe: names every client accepts (default); command-id: names equal command_ids",
     )
+    parser.add_argument(
+        "--include-tool",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="serve only callables whose command_id matches (repeatable)",
+    )
+    parser.add_argument(
+        "--exclude-tool",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="do not serve callables whose command_id matches (repeatable)",
+    )
+    parser.add_argument(
+        "--audit",
+        metavar="PATH",
+        help="append every tool call to this korg-ledger@v1 journal (also KORG_BRIDGE_AUDIT)",
+    )
+    parser.add_argument("--no-reload", action="store_true", help="do not watch the binaries for changes")
+    parser.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="serve Streamable HTTP at /mcp instead of stdio (default host 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --http: file holding the bearer token (else KORG_BRIDGE_TOKEN); required off loopback",
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="with --http: another Host header to accept (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="with --http: another Origin to accept (repeatable)",
+    )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--debug", action="store_true", help="verbose logs and tracebacks on stderr")
     return parser
@@ -110,112 +165,146 @@ def _setup_logging(debug: bool) -> None:
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
 
 
-def tools_report(document: Document, catalogue: Catalogue, policy: Policy) -> dict[str, Any]:
-    """What ``--list-tools --json`` prints."""
-    tools: list[dict[str, Any]] = []
-    for entry in catalogue.entries:
-        caps = entry.spec.capabilities
-        tools.append(
-            {
-                "name": entry.name,
-                "command_id": entry.spec.command_id,
-                "side_effects": caps.side_effects,
-                "output_mode": caps.output_mode,
-                "long_running": caps.long_running,
-                "status": "allowed" if entry.allowed else "denied",
-                "reason": None if entry.allowed else entry.denial,
-            }
-        )
-    for skipped in document.skipped:
-        tools.append(
-            {
-                "name": None,
-                "command_id": skipped.command_id,
-                "side_effects": None,
-                "output_mode": None,
-                "long_running": None,
-                "status": "skipped",
-                "reason": skipped.reason,
-            }
-        )
-    return {
-        "binary": document.binary,
-        "version": document.version,
-        "path": document.path,
-        "policy": {
-            "source": policy.source,
-            "allow_all": policy.allow_all,
-            "allowed": sorted(policy.allowed),
-            "description": policy.describe(),
-        },
-        "tools": tools,
-    }
+def _check_flags(args: argparse.Namespace) -> None:
+    """Raises: UsageError: flags that make no sense together."""
+    if not args.binaries:
+        raise UsageError(f"missing BINARY. Usage: {PROG} BINARY [--list-tools]; see {PROG} --help")
+    if args.json and not args.list_tools:
+        raise UsageError("--json only applies to --list-tools; add --list-tools.")
+    http_only = [flag for flag, value in (("--token-file", args.token_file),) if value]
+    if args.allow_host:
+        http_only.append("--allow-host")
+    if args.allow_origin:
+        http_only.append("--allow-origin")
+    if http_only and not args.http:
+        raise UsageError(f"{', '.join(http_only)} only apply to --http; add --http [HOST:]PORT.")
 
 
-def print_table(report: dict[str, Any], out: TextIO) -> None:
-    headers = ["TOOL", "COMMAND_ID", "SIDE_EFFECTS", "OUTPUT_MODE", "LONG_RUNNING", "STATUS"]
-    rows = []
-    for tool in report["tools"]:
-        status = {"allowed": "ok", "denied": "DENIED", "skipped": "SKIPPED"}[tool["status"]]
-        if tool["reason"] and tool["status"] == "skipped":
-            status += f": {tool['reason']}"
-        elif tool["status"] == "denied":
-            status += ": " + _denial_hint(tool)
-        rows.append(
-            [
-                tool["name"] or "-",
-                tool["command_id"],
-                tool["side_effects"] or ("-" if tool["status"] == "skipped" else "unspecified"),
-                tool["output_mode"] or ("-" if tool["status"] == "skipped" else "unspecified"),
-                "-" if tool["long_running"] is None else str(tool["long_running"]).lower(),
-                status,
-            ]
-        )
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    version = f" {report['version']}" if report["version"] else ""
-    out.write(f"{report['binary']}{version} ({report['path']})\n")
-    out.write(f"policy: {report['policy']['description']}\n\n")
-    for row in [headers, *rows]:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
-        out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
-    counts = {
-        s: sum(1 for t in report["tools"] if t["status"] == s) for s in ("allowed", "denied", "skipped")
-    }
-    out.write(f"\n{counts['allowed']} allowed, {counts['denied']} denied, {counts['skipped']} skipped\n")
-
-
-def _denial_hint(tool: dict[str, Any]) -> str:
-    if tool["output_mode"] == "session":
-        return "interactive session, never served"
-    effect = tool["side_effects"]
-    if effect in ("fs_write", "network", "ledger_write"):
-        return f"needs {effect}"
-    return "unknown side effects, needs all"
+async def _discover_all(args: argparse.Namespace) -> list[Document]:
+    documents = []
+    for binary in args.binaries:
+        document = await discover(binary, timeout=args.discovery_timeout)
+        for skipped in document.skipped:
+            log.warning("skipping callable %s: %s", skipped.command_id, skipped.reason)
+        documents.append(document)
+    return documents
 
 
 async def _run(args: argparse.Namespace, policy: Policy) -> int:
-    document = await discover(args.binary, timeout=args.discovery_timeout)
-    for skipped in document.skipped:
-        log.warning("skipping callable %s: %s", skipped.command_id, skipped.reason)
-    options = BridgeOptions(
-        policy=policy,
-        timeout=args.timeout,
-        max_concurrency=args.max_concurrency,
-        tool_names=args.tool_names,
-    )
+    listen = _check_http(args) if args.http and not args.list_tools else None
+    documents = await _discover_all(args)
+    from .catalogue import Catalogue, ToolFilter
+
+    tool_filter = ToolFilter(tuple(args.include_tool), tuple(args.exclude_tool))
     if args.list_tools:
-        catalogue = Catalogue(document, policy, args.tool_names)
-        report = tools_report(document, catalogue, policy)
+        from .listing import print_table, tools_report
+
+        catalogue = Catalogue(documents, policy, args.tool_names, tool_filter)
+        report = tools_report(documents, catalogue, policy)
         if args.json:
             sys.stdout.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         else:
             print_table(report, sys.stdout)
         sys.stdout.flush()
         return 0
-    if not document.callables:
-        log.warning("%s declares no servable callables; serving an empty tool list", args.binary)
-    log.info("serving %d tool(s) of %s; %s", len(document.callables), document.binary, policy.describe())
-    await serve_stdio(build_server(document, options))
+
+    from .audit import AuditLog
+    from .server import Bridge, BridgeOptions
+
+    audit = AuditLog.from_env(args.audit, os.environ, binary=",".join(d.binary for d in documents))
+    options = BridgeOptions(
+        policy=policy,
+        timeout=args.timeout,
+        max_concurrency=args.max_concurrency,
+        tool_names=args.tool_names,
+        tool_filter=tool_filter,
+        audit=audit,
+        reload=not args.no_reload,
+        discovery_timeout=args.discovery_timeout,
+    )
+    bridge = Bridge(documents, options)
+    served = len(bridge.catalogue.entries)
+    if not served:
+        log.warning("no servable callables in %s; serving an empty tool list", ", ".join(args.binaries))
+    log.info("serving %d tool(s); %s", served, policy.describe())
+    if listen is not None:
+        return await _serve_http(listen, bridge, served, args)
+    return await _serve_stdio(bridge)
+
+
+def _check_http(args: argparse.Namespace) -> tuple[str, int, str | None]:
+    """Everything about --http that can fail, checked before the binaries are run.
+
+    Raises:
+        UsageError: a malformed ``[HOST:]PORT``.
+        ConfigError: no usable token, or none while listening off loopback.
+    """
+    from .errors import ConfigError
+    from .http import is_loopback, load_token, parse_listen
+
+    host, port = parse_listen(args.http)
+    token = load_token(os.environ, args.token_file)
+    if token is None and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to listen on {host} without a token: set KORG_BRIDGE_TOKEN or pass --token-file FILE"
+        )
+    return host, port, token
+
+
+async def _serve_http(
+    listen: tuple[str, int, str | None], bridge: Bridge, tool_count: int, args: argparse.Namespace
+) -> int:
+    from .http import serve_http
+
+    host, port, token = listen
+    logging.getLogger("korg_bridge.http").setLevel(logging.INFO)
+    health = {
+        "name": PROG,
+        "version": __version__,
+        "binary": ",".join(w.document.binary for w in bridge.watches),
+        "tools": tool_count,
+    }
+    await serve_http(
+        bridge.server(),
+        host=host,
+        port=port,
+        token=token,
+        allowed_hosts=args.allow_host,
+        allowed_origins=args.allow_origin,
+        health=health,
+    )
+    return 0
+
+
+async def _serve_stdio(bridge: Bridge) -> int:
+    """Serve until the client disconnects, or a signal ends the bridge.
+
+    On SIGTERM or SIGINT the running calls' process groups are ended first
+    (they live in their own sessions, so nothing else would reach them), the
+    calls get a moment to report, then the process exits: the SDK reads stdin
+    in a thread that no cancellation can interrupt.
+    """
+    from .process import terminate_all
+    from .server import serve_stdio
+
+    async def on_signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.warning(
+                    "received %s: ending %d running call(s)", signal.Signals(signum).name, bridge.active_calls
+                )
+                with anyio.CancelScope(shield=True):
+                    await terminate_all()
+                    with anyio.move_on_after(SHUTDOWN_GRACE):
+                        await bridge.wait_idle()
+                for handler in logging.getLogger().handlers:
+                    handler.flush()
+                os._exit(USER_INTERRUPT if signum == signal.SIGINT else 0)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(on_signals)
+        await serve_stdio(bridge.server())
+        tg.cancel_scope.cancel()
     return 0
 
 
@@ -228,12 +317,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     _setup_logging(args.debug)
     try:
-        if not args.binary:
-            raise UsageError(f"missing BINARY. Usage: {PROG} BINARY [--list-tools]; see {PROG} --help")
-        if args.json and not args.list_tools:
-            raise UsageError("--json only applies to --list-tools; add --list-tools.")
+        _check_flags(args)
         policy = Policy.parse(args.allow) if args.allow is not None else Policy.from_env(os.environ)
-        return anyio.run(_run, args, policy)
+        try:
+            return anyio.run(_run, args, policy)
+        except BaseExceptionGroup as group:
+            raise _unwrap(group) from group
     except KorgError as exc:
         if args.debug:
             log.exception("failed")
@@ -248,5 +337,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the last line of defence: never a traceback without --debug
         if args.debug:
             raise
-        sys.stderr.write(f"{PROG}: error: internal error: {exc!r}. Rerun with --debug for details.\n")
+        sys.stderr.write(
+            f"{PROG}: error: internal error: {_describe(exc)}. Rerun with --debug for details.\n"
+        )
         return 1
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """Task groups wrap errors in exception groups; the user needs the one inside."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an unexpected error, looking inside exception groups."""
+    exc = _unwrap(exc)
+    return f"{type(exc).__name__}: {exc}"

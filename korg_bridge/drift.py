@@ -95,7 +95,7 @@ class Watch:
             return True
 
 
-async def poll_forever(check: Callable[[], Awaitable[None]], interval: float = POLL_INTERVAL) -> None:
+async def poll_forever(check: Callable[[], Awaitable[object]], interval: float = POLL_INTERVAL) -> None:
     """Run ``check`` every ``interval`` seconds until cancelled; errors are logged, never fatal."""
     while True:
         await anyio.sleep(interval)

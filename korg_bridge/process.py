@@ -119,18 +119,62 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies do not count).
+
+    ``killpg(pgid, 0)`` succeeds while a killed orphan waits to be reaped,
+    which under a slow init (a container's PID 1) would cost every timeout
+    the full grace period; ``/proc`` tells a zombie apart.
+    """
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return signal_group(pgid, 0)
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+_LIVE_GROUPS: set[int] = set()
+"""Process groups of children still running, for :func:`terminate_all`."""
+
+
+async def _wait_group_gone(pgid: int, limit: float) -> None:
+    deadline = time.monotonic() + limit
+    while group_alive(pgid) and time.monotonic() < deadline:
+        await anyio.sleep(0.02)
+
+
 async def _terminate_group(process: anyio.abc.Process, pgid: int) -> None:
     """SIGTERM the group, SIGKILL after :data:`KILL_GRACE`; reap the child."""
     signal_group(pgid, signal.SIGTERM)
     with anyio.move_on_after(KILL_GRACE):
         await process.wait()
         # The leader is gone; give the rest of the group the same grace.
-        deadline = time.monotonic() + KILL_GRACE
-        while signal_group(pgid, 0) and time.monotonic() < deadline:
-            await anyio.sleep(0.02)
+        await _wait_group_gone(pgid, KILL_GRACE)
     signal_group(pgid, signal.SIGKILL)
     with anyio.move_on_after(KILL_GRACE):
         await process.wait()
+
+
+async def terminate_all() -> None:
+    """End every running child's group (the bridge itself is being stopped)."""
+    groups = list(_LIVE_GROUPS)
+    for pgid in groups:
+        signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE
+    for pgid in groups:
+        await _wait_group_gone(pgid, max(0.0, deadline - time.monotonic()))
+        signal_group(pgid, signal.SIGKILL)
 
 
 async def run_process(
@@ -162,6 +206,7 @@ async def run_process(
         start_new_session=True,
     )
     pgid = process.pid  # start_new_session: the child is its group's leader
+    _LIVE_GROUPS.add(pgid)
     result = ProcessResult(returncode=None, stdout=b"", stderr=b"")
     try:
         async with anyio.create_task_group() as readers:
@@ -196,6 +241,7 @@ async def run_process(
                 signal_group(pgid, signal.SIGKILL)
             with contextlib.suppress(Exception):
                 await process.aclose()
+            _LIVE_GROUPS.discard(pgid)
     result.returncode = process.returncode
     result.stdout = bytes(out.data)
     result.stderr = bytes(err.data)

@@ -192,12 +192,6 @@ async def test_ctrl_c_then_eof_exits_6_quietly() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    raises=TimeoutError,
-    reason="known bug: SIGTERM kills the bridge at once and the running tool's process group "
-    "(its own session) is orphaned; the bridge should end its children first",
-)
 async def test_sigterm_during_a_call_ends_the_tool_process_group_too(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     call = {
@@ -422,11 +416,25 @@ NULLABLE_STRING = {"type": ["string", "null"]}
 REPORT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["binary", "version", "path", "policy", "tools"],
+    "required": ["binary", "version", "path", "binaries", "policy", "tools"],
     "properties": {
         "binary": {"type": "string"},
         "version": NULLABLE_STRING,
         "path": NULLABLE_STRING,
+        "binaries": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["binary", "version", "path"],
+                "properties": {
+                    "binary": {"type": "string"},
+                    "version": NULLABLE_STRING,
+                    "path": NULLABLE_STRING,
+                },
+            },
+        },
         "policy": {
             "type": "object",
             "additionalProperties": False,
@@ -444,6 +452,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "additionalProperties": False,
                 "required": [
+                    "binary",
                     "name",
                     "command_id",
                     "side_effects",
@@ -453,12 +462,13 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "reason",
                 ],
                 "properties": {
+                    "binary": {"type": "string"},
                     "name": {"type": ["string", "null"], "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
                     "command_id": {"type": "string"},
                     "side_effects": NULLABLE_STRING,
                     "output_mode": NULLABLE_STRING,
                     "long_running": {"type": ["boolean", "null"]},
-                    "status": {"enum": ["allowed", "denied", "skipped"]},
+                    "status": {"enum": ["allowed", "denied", "skipped", "excluded"]},
                     "reason": NULLABLE_STRING,
                 },
             },

@@ -37,7 +37,8 @@ class LineProgress:
         self._sent_lines = 0
         self._latest = ""
         self._wake = anyio.Event()
-        self._closed = False
+        self._closed = anyio.Event()
+        self._last_sent = float("-inf")
         self.sent = 0
 
     async def feed(self, chunk: bytes) -> None:
@@ -50,24 +51,34 @@ class LineProgress:
         self._partial = bytearray(rest[:MAX_LINE_BYTES])
 
     def close(self) -> None:
-        self._closed = True
+        """The call is over: stop at once (the result itself carries the whole output)."""
+        self._closed.set()
         self._wake.set()
 
     async def run(self) -> None:
-        """Send notifications until :meth:`close`; each carries strictly more lines than the last."""
+        """Send notifications until :meth:`close`; each carries strictly more lines than the last.
+
+        Closing never waits out the rate limit: the last lines are reported
+        only if the interval since the previous notification has passed, so
+        the result is not delayed and the rate bound holds to the end.
+        """
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            if self._lines > self._sent_lines:
-                self._sent_lines = self._lines
-                message = (
-                    self._latest
-                    if len(self._latest) <= MAX_MESSAGE
-                    else self._latest[: MAX_MESSAGE - 1] + "…"
-                )
-                with contextlib.suppress(Exception):  # a lost notification must not fail the call
-                    await self._report(float(self._sent_lines), message)
-                    self.sent += 1
-            if self._closed:
+            closing = self._closed.is_set()
+            due = anyio.current_time() - self._last_sent >= self._interval
+            if self._lines > self._sent_lines and (due or not closing):
+                await self._send()
+            if closing:
                 return
-            await anyio.sleep(self._interval)
+            with anyio.move_on_after(self._interval):
+                await self._closed.wait()
+
+    async def _send(self) -> None:
+        self._sent_lines = self._lines
+        self._last_sent = anyio.current_time()
+        latest = self._latest
+        message = latest if len(latest) <= MAX_MESSAGE else latest[: MAX_MESSAGE - 1] + "…"
+        with contextlib.suppress(Exception):  # a lost notification must not fail the call
+            await self._report(float(self._sent_lines), message)
+            self.sent += 1

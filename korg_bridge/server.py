@@ -42,7 +42,7 @@ from .errors import KorgError, ToolCallError
 from .invocation import DEFAULT_CALL_TIMEOUT, invoke
 from .output import CallResult
 from .policy import Policy
-from .process import DEFAULT_OUTPUT_CAP
+from .process import DEFAULT_OUTPUT_CAP, ChunkCallback
 from .progress import MAX_RATE, LineProgress
 
 if TYPE_CHECKING:
@@ -240,7 +240,8 @@ class Bridge:
         self, entry: Entry, params: types.CallToolRequestParams, progress: LineProgress | None
     ) -> CallResult:
         opts = self.options
-        if progress is None:
+
+        async def run(on_stdout: ChunkCallback | None) -> CallResult:
             return await invoke(
                 entry.document,
                 entry.spec,
@@ -250,21 +251,15 @@ class Bridge:
                 output_cap=opts.output_cap,
                 env=opts.env,
                 cwd=opts.cwd,
+                on_stdout=on_stdout,
             )
+
+        if progress is None:
+            return await run(None)
         async with anyio.create_task_group() as tg:
             tg.start_soon(progress.run)
             try:
-                result = await invoke(
-                    entry.document,
-                    entry.spec,
-                    params.arguments,
-                    policy=opts.policy,
-                    timeout=opts.timeout,
-                    output_cap=opts.output_cap,
-                    env=opts.env,
-                    cwd=opts.cwd,
-                    on_stdout=progress.feed,
-                )
+                result = await run(progress.feed)
             finally:
                 progress.close()
         return result

@@ -240,7 +240,7 @@ def _check_http(args: argparse.Namespace) -> tuple[str, int, str | None]:
         ConfigError: no usable token, or none while listening off loopback.
     """
     from .errors import ConfigError
-    from .http import is_loopback, load_token, parse_listen
+    from .listen import is_loopback, load_token, parse_listen
 
     host, port = parse_listen(args.http)
     token = load_token(os.environ, args.token_file)

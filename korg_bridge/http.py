@@ -61,7 +61,15 @@ from .listen import (
     security_settings,
 )
 
-__all__ = ["TOKEN_ENV", "build_http_app", "is_loopback", "load_token", "parse_listen", "security_settings", "serve_http"]
+__all__ = [
+    "TOKEN_ENV",
+    "build_http_app",
+    "is_loopback",
+    "load_token",
+    "parse_listen",
+    "security_settings",
+    "serve_http",
+]
 
 log = logging.getLogger(__name__)
 

@@ -72,7 +72,10 @@ def test_truncated_output_carries_a_visible_notice_and_is_not_parsed() -> None:
     assert result.text.startswith('{"a": 1\n[korg-bridge: stdout truncated')
     assert "3.0 MiB more were discarded" in result.text
     failed = build_result(
-        done(b"", b"e" * 10, 1, stderr_dropped=1024 * 1024), output_mode="stream", exit_meaning="generic", timeout=1
+        done(b"", b"e" * 10, 1, stderr_dropped=1024 * 1024),
+        output_mode="stream",
+        exit_meaning="generic",
+        timeout=1,
     )
     assert "stderr truncated" in failed.text
 

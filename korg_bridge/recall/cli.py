@@ -5,21 +5,35 @@ derives both ``--introspect`` and the argv parser from the same declarations,
 so the CLI and the schema cannot drift.
 
 The callables declare ``fs_read``: they read the user's ledgers and write only
-the index, a disposable cache under the cache directory.
+the index, a disposable cache under the cache directory. ``model pull`` is the
+one callable that uses the network.
+
+Semantic and hybrid recall (``auto`` when a model is on disk) load the
+embedding model, then embed at most :data:`RECALL_EMBED_BUDGET_S` seconds' worth
+of events that have no vector yet, newest first, so a first query on a large
+history answers in seconds; ``index --embed`` embeds everything. Keyword and
+substring calls never import numpy or the model runtime.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge._version import __version__
-from korg_bridge.errors import ConfigError
+from korg_bridge.errors import ConfigError, DependencyMissing
 from korg_bridge.toolkit import Toolkit
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.embed import Embedder
+
+logger = logging.getLogger(__name__)
 
 kit = Toolkit(
     "korg-recall",
@@ -42,6 +56,28 @@ ALLOW_SECRETS_PROP: dict[str, Any] = {
 }
 
 RECALL_MODES = ["auto", "substring", "keyword", "semantic", "hybrid"]
+SEMANTIC_MODES = ("semantic", "hybrid")
+
+RECALL_EMBED_BUDGET_S = 3.0
+"""Seconds one recall may spend embedding events without a vector (100-300 events on two cores,
+measured 35-60 events/s for real events), on top of the ~1 s model load. The rest waits for later calls or ``index --embed``;
+meanwhile those events still rank in hybrid through BM25 and recency."""
+
+WEIGHTS_PROP: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "Hybrid weights: total = bm25*bm25_score + vector*cosine + recency*exp(-age_days/tau_days). "
+        "Optional keys bm25, vector, recency (numbers >= 0; defaults 0.45, 0.45, 0.10) and tau_days "
+        '(> 0; default 30). Example: {"recency": 0, "vector": 0.8}.'
+    ),
+    "properties": {
+        "bm25": {"type": "number", "minimum": 0},
+        "vector": {"type": "number", "minimum": 0},
+        "recency": {"type": "number", "minimum": 0},
+        "tau_days": {"type": "number", "exclusiveMinimum": 0},
+    },
+    "additionalProperties": False,
+}
 
 RECALL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -56,7 +92,10 @@ RECALL_SCHEMA: dict[str, Any] = {
         },
         "min_score": {
             "type": "number",
-            "description": "Cosine-similarity floor for semantic matches (default 0.30). Ignored by keyword and substring.",
+            "description": (
+                "Cosine-similarity floor (default 0.30): semantic drops hits below it; in hybrid a hit needs a "
+                "keyword match or a cosine at least this. Ignored by keyword and substring."
+            ),
             "default": 0.3,
             "minimum": 0.0,
             "maximum": 1.0,
@@ -89,8 +128,15 @@ RECALL_SCHEMA: dict[str, Any] = {
             "type": "string",
             "description": "Only events at or before this ISO-8601 date-time, or this long ago.",
         },
+        "weights": WEIGHTS_PROP,
         "ledger": LEDGER_PROP,
-        "json": {"type": "boolean", "description": "Print hits as JSON, with each score's breakdown."},
+        "json": {
+            "type": "boolean",
+            "description": (
+                "Print hits as JSON, each with its score breakdown {bm25, vector, recency, total}; semantic and "
+                "hybrid add the model, the events embedded by this call and those not embedded yet."
+            ),
+        },
         "allow_secrets": ALLOW_SECRETS_PROP,
     },
     "required": ["query"],
@@ -145,15 +191,33 @@ def _flatten(text: str) -> str:
 def recall(args: dict[str, Any]) -> int:
     from korg_bridge.recall.redact import redact
     from korg_bridge.recall.search import search
+    from korg_bridge.recall.semantic import parse_weights
     from korg_bridge.recall.timeparse import parse_time
 
+    weights = parse_weights(args.get("weights"))
     since = parse_time(args["since"]) if args.get("since") else None
     until = parse_time(args["until"], end_of_day=True) if args.get("until") else None
+    env = _env()
     mode = args["mode"]
-    used = resolve_mode(mode)
+    used = resolve_mode(mode, env)
+    embedder: Embedder | None = None
+    if used in SEMANTIC_MODES:
+        embedder, used = _load_embedder(mode, used, env)
     sources = _sources(args)
+    semantic_info: dict[str, Any] = {}
     with _open_index() as index:
         index.refresh(sources)
+        if embedder is not None:
+            from korg_bridge.recall.vectors import embed_pending
+
+            report = embed_pending(index, embedder, budget_s=RECALL_EMBED_BUDGET_S)
+            semantic_info = {
+                "model": embedder.model_id,
+                "embedded_now": report.embedded,
+                "not_embedded": report.pending,
+            }
+            if used == "hybrid":
+                semantic_info["weights"] = weights.to_dict()
         hits = search(
             index,
             args["query"],
@@ -165,6 +229,8 @@ def recall(args: dict[str, Any]) -> int:
             agent_filter=args.get("agent_filter") or (),
             since=since,
             until=until,
+            embedder=embedder,
+            weights=weights,
         )
     hide = not _allow_secrets(args)
     redacted = 0
@@ -189,17 +255,25 @@ def recall(args: dict[str, Any]) -> int:
                 "session": hit.session,
                 "timestamp": hit.timestamp,
                 "snippet": snippet[:200],
-                "breakdown": getattr(hit, "breakdown", None) or {"total": round(hit.score, 4)},
+                "breakdown": hit.breakdown or {"total": round(hit.score, 4)},
             }
         )
     if args.get("json"):
-        _print_json({"mode": used, "query": args["query"], "hits": records, "redacted": redacted})
+        _print_json(
+            {"mode": used, "query": args["query"], "hits": records, "redacted": redacted, **semantic_info}
+        )
         return 0
     if not hits:
         sys.stdout.write(f"[recall · {used}] no relevant matches.\n")
-        return 0
-    sys.stdout.write(f"[recall · {used}] {len(hits)} match(es):\n")
-    sys.stdout.write("\n".join(lines) + "\n")
+    else:
+        sys.stdout.write(f"[recall · {used}] {len(hits)} match(es):\n")
+        sys.stdout.write("\n".join(lines) + "\n")
+    if semantic_info.get("not_embedded"):
+        how = "ranked by keywords and recency only" if used == "hybrid" else "not searched"
+        sys.stdout.write(
+            f"[recall] {semantic_info['not_embedded']} event(s) not embedded yet ({how}); "
+            "run `korg-recall index --embed` to embed them all.\n"
+        )
     if redacted:
         sys.stdout.write(
             f"[recall] {redacted} secret(s) redacted; pass --allow-secrets (or KORG_RECALL_ALLOW_SECRETS=1) to show them.\n"
@@ -207,22 +281,59 @@ def recall(args: dict[str, Any]) -> int:
     return 0
 
 
-def resolve_mode(mode: str) -> str:
-    """The mode actually used; ``auto`` is keyword until an embedding model is available.
+def resolve_mode(mode: str, env: Mapping[str, str] | None = None) -> str:
+    """The mode actually used: ``auto`` is hybrid when a model is on disk, else keyword.
+
+    Judged from the file system alone (:func:`~korg_bridge.recall.embed.model_available`):
+    nothing heavy is imported here.
 
     Raises:
-        DependencyMissing: semantic or hybrid asked for explicitly without a model.
+        DependencyMissing: semantic or hybrid asked for explicitly without a
+            model; the message gives the command that fixes it.
     """
-    if mode == "auto":
-        return "keyword"
-    if mode in ("semantic", "hybrid"):
-        from korg_bridge.errors import DependencyMissing
+    from korg_bridge.recall.embed import model_available
 
-        raise DependencyMissing(
-            f"mode {mode!r} needs a local embedding model; none is installed. "
-            "Install one with: pip install 'korg-bridge[semantic]' && korg-recall model pull"
-        )
+    env = _env() if env is None else env
+    if mode == "auto":
+        return "hybrid" if model_available(env) else "keyword"
+    if mode in SEMANTIC_MODES and not model_available(env):
+        raise DependencyMissing(_missing_model(mode, env))
     return mode
+
+
+def _missing_model(mode: str, env: Mapping[str, str]) -> str:
+    """One line naming the fastest fix: the extra and a model, or whichever of them is missing."""
+    from korg_bridge.recall import embed
+
+    if importlib.util.find_spec("fastembed") is None:
+        if embed.resolve_model(env) is not None:
+            return f"mode {mode!r} needs the [semantic] extra; run `{embed.INSTALL_FIX}`"
+        return (
+            f"mode {mode!r} needs the [semantic] extra and an embedding model; run "
+            f"`{embed.INSTALL_FIX} && {embed.PULL_FIX}` (or set {embed.MODEL_DIR_ENV} to a local model directory)"
+        )
+    try:
+        embed.load_embedder(env)  # no model on disk: raises before importing anything, naming the fix
+    except DependencyMissing as exc:
+        return f"mode {mode!r} needs a local embedding model: {exc.message}"
+    return f"mode {mode!r} needs a local embedding model; run `{embed.PULL_FIX}`"
+
+
+def _load_embedder(requested: str, used: str, env: Mapping[str, str]) -> tuple[Embedder | None, str]:
+    """Load the model for ``used``; under ``auto`` a model that fails to load means keyword search.
+
+    Raises:
+        DependencyMissing: the model cannot be loaded and semantic or hybrid was asked for explicitly.
+    """
+    from korg_bridge.recall.embed import load_embedder
+
+    try:
+        return load_embedder(env), used
+    except DependencyMissing as exc:
+        if requested != "auto":
+            raise
+        logger.warning("korg-recall: %s; searching by keyword instead", exc.message)
+        return None, "keyword"
 
 
 @kit.command(
@@ -247,6 +358,14 @@ def resolve_mode(mode: str) -> str:
                 "default": 0,
                 "description": "Events to include before and after each one (default 0).",
             },
+            "query": {
+                "type": "string",
+                "description": (
+                    "The recall query the refs came from: each event then carries its hybrid score breakdown "
+                    "{bm25, vector, recency, total} for it (vector is null without a local embedding model)."
+                ),
+            },
+            "weights": WEIGHTS_PROP,
             "allow_secrets": ALLOW_SECRETS_PROP,
         },
         "required": ["ref"],
@@ -257,13 +376,33 @@ def resolve_mode(mode: str) -> str:
 def show(args: dict[str, Any]) -> int:
     from korg_bridge.recall.redact import redact_value
 
+    query = args.get("query")
+    extra: dict[str, Any] = {}
     with _open_index() as index:
         events = index.get_events(args["ref"], context=args["context"])
+        if query is not None:
+            extra = _explain(index, query, events, args.get("weights"))
     redacted = 0
     if not _allow_secrets(args):
         events, redacted = redact_value(events)
-    _print_json({"events": events, "redacted": redacted})
+    _print_json({"events": events, "redacted": redacted, **extra})
     return 0
+
+
+def _explain(index: Any, query: str, events: list[dict[str, Any]], raw_weights: Any) -> dict[str, Any]:
+    """Add each event's hybrid breakdown for ``query``; return what the envelope says about it."""
+    from korg_bridge.recall.embed import load_embedder, model_available
+    from korg_bridge.recall.semantic import explain, parse_weights
+
+    weights = parse_weights(raw_weights)
+    env = _env()
+    embedder = load_embedder(env) if model_available(env) else None
+    scores = explain(
+        index, query, [event["event_id"] for event in events], embedder=embedder, weights=weights
+    )
+    for event in events:
+        event["breakdown"] = scores.get(event["event_id"])
+    return {"query": query, "weights": weights.to_dict(), "model": embedder.model_id if embedder else None}
 
 
 @kit.command(
@@ -272,43 +411,114 @@ def show(args: dict[str, Any]) -> int:
         "Bring the recall index up to date now and report what changed (files, events added, skipped lines). "
         "recall does this itself before every search; use this to pay the cost up front."
     ),
-    input_schema={"type": "object", "properties": {"ledger": LEDGER_PROP}},
+    input_schema={
+        "type": "object",
+        "properties": {
+            "ledger": LEDGER_PROP,
+            "embed": {
+                "type": "boolean",
+                "description": (
+                    "Also compute every missing embedding now (tens of events per second on two cores; a progress "
+                    "bar on a terminal), so semantic and hybrid queries never wait for them. Needs a local embedding "
+                    "model."
+                ),
+            },
+            "download": {
+                "type": "boolean",
+                "description": "Download the embedding model first if it is not on disk (uses the network).",
+            },
+        },
+    },
     side_effects="fs_read",
     output_mode="envelope",
     long_running=True,
 )
 def index_cmd(args: dict[str, Any]) -> int:
-    progress = _progress_bar() if sys.stderr.isatty() else None
+    from korg_bridge.recall.embed import load_embedder, model_available, pull_model
+
+    env = _env()
+    out: dict[str, Any] = {}
+    if args.get("download") and not model_available(env):
+        out["model_pulled"] = str(pull_model(env))
+    embedder = load_embedder(env) if args.get("embed") else None
+    tty = sys.stderr.isatty()
     with _open_index() as index:
+        progress = _progress_bar() if tty else None
         report = index.refresh(_sources(args), progress)
+        if progress is not None:
+            sys.stderr.write("\n")
         path = str(index.path)
-    if progress is not None:
-        sys.stderr.write("\n")
-    _print_json({"index": path, **vars(report)})
+        if embedder is not None:
+            from korg_bridge.recall.vectors import embed_pending
+
+            progress = _progress_bar("embedding", unit="events") if tty else None
+            out["embedding"] = embed_pending(index, embedder, progress=progress).to_dict()
+            if progress is not None:
+                sys.stderr.write("\n")
+    _print_json({"index": path, **vars(report), **out})
     return 0
 
 
-def _progress_bar() -> Any:
+def _progress_bar(label: str = "indexing", unit: str = "") -> Any:
     def show(done: int, total: int) -> None:
         width = 30
         frac = done / total if total else 1.0
         filled = int(width * frac)
-        sys.stderr.write(f"\rindexing [{'#' * filled}{'.' * (width - filled)}] {frac * 100:5.1f}%")
+        count = f" {done}/{total} {unit}" if unit else ""
+        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {frac * 100:5.1f}%{count}")
         sys.stderr.flush()
 
     return show
 
 
 @kit.command(
+    "korg-recall.model.pull",
+    description=(
+        "Download the embedding model that semantic and hybrid recall use ($KORG_RECALL_MODEL, default "
+        "BAAI/bge-small-en-v1.5, about 70 MB) into the persistent cache and report its path. Once pulled, "
+        "everything runs offline. Needs the [semantic] extra."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "model": {
+                "type": "string",
+                "description": "A fastembed model name (default: $KORG_RECALL_MODEL, else BAAI/bge-small-en-v1.5).",
+            }
+        },
+    },
+    side_effects="network",
+    output_mode="envelope",
+    long_running=True,
+)
+def model_pull(args: dict[str, Any]) -> int:
+    from korg_bridge.recall import embed
+
+    env = _env()
+    name = (args.get("model") or "").strip() or env.get(embed.MODEL_ENV, "").strip() or embed.DEFAULT_MODEL
+    path = embed.pull_model(env, name)
+    report: dict[str, Any] = {"model": name, "path": str(path)}
+    if env.get(embed.MODEL_DIR_ENV, "").strip():
+        report["note"] = f"{embed.MODEL_DIR_ENV} is set and takes precedence over the pulled model"
+    _print_json(report)
+    return 0
+
+
+@kit.command(
     "korg-recall.stats",
-    description="Describe the recall index: sources, events by shape/agent/tool, skipped lines, size, freshness.",
+    description=(
+        "Describe the recall index: sources, events by shape/agent/tool, skipped lines, size, freshness, "
+        "and stored embeddings per model."
+    ),
     input_schema={"type": "object", "properties": {}},
     side_effects="fs_read",
     output_mode="envelope",
 )
 def stats(args: dict[str, Any]) -> int:
+    from korg_bridge.recall.vectors import counts
+
     with _open_index() as index:
-        _print_json(index.stats())
+        _print_json({**index.stats(), "vectors": counts(index)})
     return 0
 
 

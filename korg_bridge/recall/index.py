@@ -37,7 +37,7 @@ from korg_bridge.errors import ConfigError, KorgError, UsageError
 from korg_bridge.recall.event import Event
 from korg_bridge.recall.migrations import MIGRATIONS, SchemaMismatch, migrate
 from korg_bridge.recall.shapes import ResultPatch
-from korg_bridge.recall.sources import FileState, ReadResult, list_files, read_from, stat_file
+from korg_bridge.recall.sources import FileState, ReadResult, list_file_paths, read_from, stat_file
 from korg_bridge.recall.text import flatten
 from korg_bridge.recall.timeparse import iso_to_epoch
 
@@ -51,7 +51,7 @@ ENV_INDEX = "KORG_RECALL_INDEX"
 
 BUSY_TIMEOUT_S = 10.0
 """How long a writer waits for another: far above one batch's commit, below a user's patience."""
-BATCH_BYTES = 8 * 1024 * 1024
+BATCH_BYTES = 2 * 1024 * 1024
 """Ledger bytes per write transaction: bounds memory and how long other writers wait."""
 MAX_STORED_JSON = 256 * 1024
 """A tool result larger than this (a huge file read) is stored truncated: the index stays a cache."""
@@ -352,7 +352,7 @@ class Index:
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if names and "_migrations" not in names:
             raise _Broken("belongs to another program (it has tables but no _migrations)")
-        conn.execute("PRAGMA journal_mode = WAL")
+        self._ensure_wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: a crash loses at most the last batch
         conn.execute("PRAGMA temp_store = MEMORY")
         conn.execute("PRAGMA cache_size = -32000")
@@ -372,6 +372,24 @@ class Index:
             verdict = conn.execute("PRAGMA quick_check").fetchone()
             if verdict is None or verdict[0] != "ok":
                 raise _Broken(f"fails its integrity check ({verdict[0] if verdict else 'no answer'})")
+
+    @staticmethod
+    def _ensure_wal(conn: sqlite3.Connection) -> None:
+        """Switch to WAL once; while another process is creating the same file the
+        switch fails at once with "locked" (SQLite does not busy-wait for it), so
+        retry with a short back-off up to the busy timeout."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        delay = 0.005
+        while True:
+            try:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
     def _move_aside(self) -> None:
         for suffix in ("", "-wal", "-shm"):
@@ -444,6 +462,23 @@ class Index:
             raise
         conn.execute("COMMIT")
 
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``) for data kept beside the events.
+
+        Public for :mod:`korg_bridge.recall.vectors`, which stores embeddings in
+        the same file so they share its lifetime and its rebuilds. Keep it short:
+        other writers wait for it.
+
+        Raises:
+            KorgError: the index stays locked past the busy timeout, or SQLite fails.
+        """
+        try:
+            with self._write() as conn:
+                yield conn
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+
     # --- refresh -------------------------------------------------------------------------------
 
     def refresh(
@@ -475,7 +510,7 @@ class Index:
         started = time.monotonic()
         report = RefreshReport()
         roots = [os.path.abspath(source) for source in sources]
-        files = [os.path.abspath(path) for path in list_files(sources)]
+        files = list_file_paths(sources)  # absolute path strings: no Path objects on the hot path
         listed = set(files)
         known: dict[str, tuple[Any, ...]] = {
             row[0]: row[1:]
@@ -486,7 +521,7 @@ class Index:
         gone = [p for p in known if p not in listed and _is_under(p, roots) and not os.path.exists(p)]
         work: list[tuple[str, FileState, _SourceRow | None]] = []
         for path in files:
-            state = stat_file(Path(path))
+            state = stat_file(path)
             if state is None:
                 if path in known:
                     gone.append(path)

@@ -108,6 +108,44 @@ MIGRATIONS: list[Migration] = [
             "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
         ),
     ),
+    (
+        "m004_vectors",
+        (
+            # Embeddings in chunks of up to 256 events (see korg_bridge.recall.vectors): a query reads
+            # a few hundred BLOBs, not one row per event. model_id and dim sit beside every chunk, so
+            # vectors of two models are never compared. Small columns first: reading them never
+            # touches the BLOBs' overflow pages.
+            """
+            CREATE TABLE vector_chunks (
+                id INTEGER PRIMARY KEY,
+                model_id TEXT NOT NULL,
+                dim INTEGER NOT NULL,
+                count INTEGER NOT NULL,
+                ids BLOB NOT NULL,
+                vectors BLOB NOT NULL
+            )
+            """,
+            "CREATE INDEX vector_chunks_model ON vector_chunks(model_id, count)",
+            # Events whose vectors no longer match them (text changed by a late tool result, or the
+            # event was deleted): masked at query time, dropped and re-embedded by the next pass.
+            # Recorded only once some vector exists, so an index without embeddings never grows it.
+            "CREATE TABLE vector_stale (event_id INTEGER PRIMARY KEY)",
+            """
+            CREATE TRIGGER events_vector_text AFTER UPDATE OF text ON events
+            WHEN old.text IS NOT new.text AND EXISTS (SELECT 1 FROM vector_chunks)
+            BEGIN
+                INSERT OR IGNORE INTO vector_stale (event_id) VALUES (old.id);
+            END
+            """,
+            """
+            CREATE TRIGGER events_vector_delete AFTER DELETE ON events
+            WHEN EXISTS (SELECT 1 FROM vector_chunks)
+            BEGIN
+                INSERT OR IGNORE INTO vector_stale (event_id) VALUES (old.id);
+            END
+            """,
+        ),
+    ),
 ]
 
 

@@ -1,6 +1,6 @@
-"""Search the recall index: keyword (BM25) or substring, with filters, collapsing and snippets.
+"""Search the recall index in any mode, with filters, collapsing and snippets.
 
-Two modes, both over the flattened text of :mod:`korg_bridge.recall.text`:
+Two text modes, both over the flattened text of :mod:`korg_bridge.recall.text`:
 
 * ``substring`` keeps the reference server's semantics: every lower-cased
   query term must occur in the lower-cased text. Its score favours concise
@@ -13,10 +13,15 @@ Two modes, both over the flattened text of :mod:`korg_bridge.recall.text`:
   the corpus, not on the other hits), monotone, in 0 to 1; one rare term
   matched scores about 0.6, several matched terms 0.8 and more.
 
-``min_score`` is the cosine floor of the semantic mode. Neither mode here
-applies it: a BM25 value is not a cosine, and the CLI's default floor (0.30)
-would otherwise drop good keyword hits in small or repetitive histories.
-Both return at most ``top_n`` hits, best first.
+``semantic`` and ``hybrid`` rank with embeddings (:mod:`korg_bridge.recall.semantic`)
+and need an :class:`~korg_bridge.recall.embed.Embedder`; they are imported
+only when asked for, so the two modes above never load numpy.
+
+``min_score`` is the cosine floor of the semantic mode (and, in hybrid, the
+floor a candidate without a keyword match must reach). Keyword and substring
+do not apply it: a BM25 value is not a cosine, and the CLI's default floor
+(0.30) would otherwise drop good keyword hits in small or repetitive histories.
+Every mode returns at most ``top_n`` hits, best first.
 
 Filters (files under ``sources``, tools, agents, ``since``/``until``) are
 applied in SQL. Hits with the same session and the same text (ignoring case
@@ -33,6 +38,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.fts import (
@@ -46,9 +52,15 @@ from korg_bridge.recall.fts import (
 )
 from korg_bridge.recall.index import Index
 
-__all__ = ["MODES", "SNIPPET_CHARS", "Hit", "make_snippet", "search"]
+if TYPE_CHECKING:
+    from korg_bridge.recall.embed import Embedder
+    from korg_bridge.recall.semantic import Breakdown, Ranked, Weights
 
-MODES = ("substring", "keyword")
+__all__ = ["MODES", "SNIPPET_CHARS", "TEXT_MODES", "Hit", "make_snippet", "search"]
+
+MODES = ("substring", "keyword", "semantic", "hybrid")
+TEXT_MODES = ("substring", "keyword")
+"""The modes that need no embedding model."""
 
 SNIPPET_CHARS = 200
 SNIPPET_LEAD = 60
@@ -75,6 +87,8 @@ class Hit:
     timestamp: str | None
     snippet: str
     event_id: int
+    breakdown: Breakdown | None = None
+    """How ``score`` was made: ``{bm25, vector, recency, total}``, None for a part the mode does not use."""
 
 
 def make_snippet(text: str, terms: Sequence[str], limit: int = SNIPPET_CHARS) -> str:
@@ -139,6 +153,7 @@ class _Collector:
         event_id: int,
         score: float,
         row: tuple[int, str | None, str | None, str | None, str | None, str],
+        breakdown: Breakdown | None = None,
     ) -> None:
         seq, agent, tool, session, timestamp, text = row
         key = (session, " ".join(text.lower().split()))
@@ -156,6 +171,7 @@ class _Collector:
                 timestamp=timestamp,
                 snippet=make_snippet(text, self.terms),
                 event_id=event_id,
+                breakdown=breakdown,
             )
         )
 
@@ -172,19 +188,29 @@ def search(
     agent_filter: Sequence[str] = (),
     since: float | None = None,
     until: float | None = None,
+    embedder: Embedder | None = None,
+    weights: Weights | None = None,
+    now: float | None = None,
 ) -> list[Hit]:
     """Return the best ``top_n`` events for ``query`` among those from files under ``sources``.
 
-    ``min_score`` is accepted for a uniform call but not applied (see the
-    module docstring). A query with no letter or digit returns no hits.
+    ``min_score`` applies to semantic and hybrid only (see the module
+    docstring). ``embedder`` is required by those two modes, ``weights``
+    (default :class:`~korg_bridge.recall.semantic.Weights`) and ``now`` (for
+    recency; default the current time) are used by hybrid. A keyword or
+    substring query with no letter or digit, or a blank semantic query,
+    returns no hits.
 
     Raises:
-        UsageError: ``mode`` is not ``substring`` or ``keyword``.
+        UsageError: ``mode`` is unknown, or semantic/hybrid without an embedder.
         KorgError: the index cannot be read (locked past the busy timeout).
     """
-    del min_score  # a cosine floor: semantic mode only
-    if mode not in MODES:
-        raise UsageError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}.")
+    if mode not in MODES or (mode not in TEXT_MODES and embedder is None):
+        raise UsageError(
+            f"search mode {mode!r} needs an embedding model; without one, use one of {', '.join(TEXT_MODES)}."
+            if mode in MODES
+            else f"unknown search mode {mode!r}: use one of {', '.join(MODES)}."
+        )
     if top_n < 1:
         return []
     roots = [os.path.abspath(source) for source in sources]
@@ -200,6 +226,25 @@ def search(
         since=since,
         until=until,
     )
+    if embedder is not None and mode not in TEXT_MODES:
+        if not query.strip():
+            return []
+        from korg_bridge.recall.semantic import Weights as DefaultWeights
+        from korg_bridge.recall.semantic import rank
+
+        ranked = rank(
+            index,
+            query,
+            mode=mode,
+            embedder=embedder,
+            filters=filters,
+            min_score=min_score,
+            weights=weights or DefaultWeights(),
+            top_n=top_n,
+            now=now,
+        )
+        terms = query_terms(query)
+        return index.read(lambda conn: _ranked(_Collector(conn, terms, top_n), ranked))
     if mode == "keyword":
         match = quote_fts(query)
         if not match:
@@ -223,13 +268,30 @@ def _keyword(collector: _Collector, match: str, filters: Filters) -> list[Hit]:
             if row is None:  # deleted by a concurrent refresh between the two queries
                 continue
             raw = max(0.0, -rank)
-            collector.add(event_id, raw / (raw + KEYWORD_HALF_SCORE), row)
+            score = round(raw / (raw + KEYWORD_HALF_SCORE), 4)
+            collector.add(
+                event_id, score, row, {"bm25": score, "vector": None, "recency": None, "total": score}
+            )
             if collector.full:
                 return collector.hits
         if len(ranked) < limit:
             return collector.hits
         offset += limit
         limit *= 4
+
+
+def _ranked(collector: _Collector, ranked: Sequence[Ranked]) -> list[Hit]:
+    for start in range(0, len(ranked), CHUNK):
+        page = ranked[start : start + CHUNK]
+        rows = collector.details([item.event_id for item in page])
+        for item in page:
+            row = rows.get(item.event_id)
+            if row is None:  # deleted by a concurrent refresh between the two queries
+                continue
+            collector.add(item.event_id, item.score, row, item.breakdown)
+            if collector.full:
+                return collector.hits
+    return collector.hits
 
 
 def _substring(collector: _Collector, filters: Filters) -> list[Hit]:
@@ -248,7 +310,10 @@ def _substring(collector: _Collector, filters: Filters) -> list[Hit]:
                 text = row[5]
                 lowered = text.lower()  # the exact check: SQL only folded ASCII
                 if all(term in lowered for term in collector.terms):
-                    collector.add(event_id, 1.0 - min(0.5, len(text) / 2000.0), row)
+                    score = round(1.0 - min(0.5, len(text) / 2000.0), 4)
+                    collector.add(
+                        event_id, score, row, {"bm25": None, "vector": None, "recency": None, "total": score}
+                    )
                     if collector.full:
                         break
     finally:

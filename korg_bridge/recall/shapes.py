@@ -41,6 +41,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import PurePath
 from typing import Any, TypeGuard
 
@@ -55,6 +56,12 @@ _EPOCH_MS_THRESHOLD = 100_000_000_000
 
 _LONG_FRACTION = re.compile(r"(\.\d{6})\d+")
 """Nanosecond timestamps (Rust, Go) have more digits than datetime can hold."""
+
+_UTC_FORM = re.compile(r"([1-9]\d{3}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?(?:Z|[+-]00:00)?")
+"""An ISO date-time already in UTC (or naive, hence UTC): canonical once the fraction is fixed."""
+
+_MAP = (dict, Mapping)
+"""``isinstance`` against a Mapping ABC costs ~200 ns; parsed JSON is a dict, matched first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,33 +83,64 @@ def normalize_timestamp(value: Any) -> str | None:
     converted (naive ones are taken as UTC, the ecosystem's convention);
     numbers are epoch seconds, or milliseconds when very large. A string that
     does not parse is kept verbatim rather than lost; anything else is None.
+
+    Called once per indexed line, so the forms writers actually use (UTC with
+    ``Z``, ``+00:00`` or no offset) are rewritten as text; only other offsets
+    go through ``astimezone``.
     """
+    if isinstance(value, str):
+        match = _UTC_FORM.fullmatch(value)
+        if match is not None:
+            return _utc_text(value, match)
+        return _parse_text(value)
     if isinstance(value, bool) or value is None:
         return None
-    moment: datetime
     if isinstance(value, int | float):
         seconds = value / 1000 if abs(value) > _EPOCH_MS_THRESHOLD else value
         try:
-            moment = datetime.fromtimestamp(seconds, UTC)
+            return _format(datetime.fromtimestamp(seconds, UTC))
         except (OverflowError, OSError, ValueError):
             return None
-    elif isinstance(value, str):
-        text = _LONG_FRACTION.sub(r"\1", value.strip())
-        try:
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            return value
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        moment = moment.astimezone(UTC)
-    else:
-        return None
+    return None
+
+
+def _utc_text(value: str, match: re.Match[str]) -> str:
+    """A UTC (or naive) ISO string, canonicalized by text operations once it is known to parse."""
+    whole, fraction = match.groups()
+    if value[-1] == "Z" and (fraction is None or (len(fraction) == 6 and fraction != "000000")):
+        return value  # already canonical: parsing it could only give it back, or keep it as found
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if fraction is None or not fraction.strip("0"):
+        return whole + "Z"
+    return f"{whole}.{fraction.ljust(6, '0')}Z"
+
+
+def _parse_text(value: str) -> str:
+    text = _LONG_FRACTION.sub(r"\1", value.strip()) if "." in value else value.strip()
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return value
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return _format(moment.astimezone(UTC))
+
+
+def _format(moment: datetime) -> str:
     fraction = f".{moment.microsecond:06d}" if moment.microsecond else ""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
+    if moment.year < 1000:  # strftime does not pad such years; keep its rendering
+        return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
+    return (
+        f"{moment.year}-{moment.month:02d}-{moment.day:02d}"
+        f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}{fraction}Z"
+    )
 
 
 def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def detect_shape(obj: Mapping[str, Any]) -> str | None:
@@ -112,11 +150,12 @@ def detect_shape(obj: Mapping[str, Any]) -> str | None:
     ``attachment``, ``result``…) is still ``claude-code``: it belongs to a
     transcript, it just normalizes to nothing.
     """
-    if _is_int(obj.get("seq_id")):
-        return "envelope" if isinstance(obj.get("event"), Mapping) else "journal"
-    if _is_int(obj.get("seq")) and ("tool_name" in obj or "source_agent" in obj):
+    get = obj.get
+    if _is_int(get("seq_id")):
+        return "envelope" if isinstance(get("event"), _MAP) else "journal"
+    if _is_int(get("seq")) and ("tool_name" in obj or "source_agent" in obj):
         return "legacy"
-    if isinstance(obj.get("type"), str) and any(k in obj for k in ("message", "sessionId", "session_id")):
+    if isinstance(get("type"), str) and ("message" in obj or "sessionId" in obj or "session_id" in obj):
         return "claude-code"
     return None
 
@@ -143,7 +182,7 @@ def _ledger_event(obj: Mapping[str, Any], shape: str, *, source: str, offset: in
     if shape == "envelope":
         body: Mapping[str, Any] = obj["event"]
         metadata = obj.get("metadata")
-        meta: Mapping[str, Any] = metadata if isinstance(metadata, Mapping) else {}
+        meta: Mapping[str, Any] = metadata if isinstance(metadata, _MAP) else {}
         seq, triggered_by = obj["seq_id"], meta.get("triggered_by")
     else:
         body = meta = obj
@@ -165,7 +204,7 @@ def _ledger_event(obj: Mapping[str, Any], shape: str, *, source: str, offset: in
         offset=offset,
         seq=int(seq),
         shape=shape,
-        session=_record_session(obj, meta) or PurePath(source).stem,
+        session=(_record_session(obj) if meta is obj else _record_session(obj, meta)) or _stem(source),
         agent=agent if isinstance(agent, str) else None,
         tool=tool if isinstance(tool, str) else None,
         args=body.get("args"),
@@ -177,12 +216,20 @@ def _ledger_event(obj: Mapping[str, Any], shape: str, *, source: str, offset: in
     )
 
 
+@lru_cache(maxsize=256)
+def _stem(source: str) -> str:
+    """The file's stem, the session of ledger lines that name none; every line of a file asks."""
+    return PurePath(source).stem
+
+
 def _record_session(*records: Mapping[str, Any]) -> str | None:
     for record in records:
-        for name in ("session_id", "sessionId"):
-            value = record.get(name)
-            if isinstance(value, str) and value:
-                return value
+        value = record.get("session_id")
+        if isinstance(value, str) and value:
+            return value
+        value = record.get("sessionId")
+        if isinstance(value, str) and value:
+            return value
     return None
 
 
@@ -194,7 +241,7 @@ def _claude_code(
 ) -> list[Event | ResultPatch]:
     kind = obj.get("type")
     message = obj.get("message")
-    if kind not in ("user", "assistant") or not isinstance(message, Mapping):
+    if kind not in ("user", "assistant") or not isinstance(message, _MAP):
         return []
     session = _record_session(obj)
     timestamp = normalize_timestamp(obj.get("timestamp"))
@@ -233,7 +280,7 @@ def _claude_code(
 
     model = message.get("model")
     for block in blocks:
-        if not isinstance(block, Mapping):
+        if not isinstance(block, _MAP):
             continue
         btype = block.get("type")
         text = block.get("text")
@@ -269,9 +316,9 @@ def _result_text(content: Any) -> str:
         return str(content)
     parts: list[str] = []
     for block in content:
-        if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str):
+        if isinstance(block, _MAP) and block.get("type") == "text" and isinstance(block.get("text"), str):
             parts.append(block["text"])
-        elif isinstance(block, Mapping):
+        elif isinstance(block, _MAP):
             parts.append(f"[{block.get('type', 'block')}]")
         elif isinstance(block, str):
             parts.append(block)

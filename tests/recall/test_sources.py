@@ -255,3 +255,15 @@ def test_crlf_line_endings_and_a_byte_order_mark_are_tolerated(tmp_path: Path) -
 def test_reading_a_missing_file_raises_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read ledger"):
         read_from(tmp_path / "gone.jsonl", 0, 0)
+
+
+def test_list_file_paths_matches_list_files_as_absolute_strings(tmp_path: Path) -> None:
+    import os
+
+    from korg_bridge.recall.sources import list_file_paths, list_files
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    for name in ("a/one.jsonl", "a/b/two.jsonl", "a/skip.txt", "three.jsonl"):
+        (tmp_path / name).write_text("{}\n")
+    sources = [tmp_path / "a", tmp_path / "three.jsonl", tmp_path / "missing"]
+    assert list_file_paths(sources) == [os.path.abspath(p) for p in list_files(sources)]

@@ -234,14 +234,15 @@ class Toolkit:
         segments = command.command_id.split(".")
         return segments[1:] if segments[0] == self.binary else segments
 
-    def parser(self) -> argparse.ArgumentParser:
-        """The argparse tree: one nested subcommand per command_id segment."""
+    def parser(self, commands: Sequence[Command] | None = None) -> argparse.ArgumentParser:
+        """The argparse tree: one nested subcommand per command_id segment
+        (of ``commands``, by default all of them)."""
         root = _Parser(prog=self.binary, description=self.description, allow_abbrev=False)
         root.add_argument("--introspect", action="store_true", help="print the korg:introspect@v1 document")
         root.add_argument("--version", action="store_true", help="print the version")
         subparsers: dict[tuple[str, ...], Any] = {}
         parsers: dict[tuple[str, ...], argparse.ArgumentParser] = {(): root}
-        for command in self.commands:
+        for command in self.commands if commands is None else commands:
             path = tuple(self._path(command))
             for depth in range(1, len(path) + 1):
                 prefix = path[:depth]
@@ -275,7 +276,13 @@ class Toolkit:
             UsageError: unknown subcommand or flag, a value of the wrong type,
                 or arguments that break the schema.
         """
-        namespace = self.parser().parse_args(list(argv))
+        # Build only the subcommand argv names (a fresh process per tool call
+        # should not pay for every other command's parser); anything else gets
+        # the full tree, for its error message and help.
+        words = list(argv)
+        chosen = [c for c in self.commands if words[: len(self._path(c))] == self._path(c)]
+        chosen = [c for c in chosen if len(self._path(c)) == max(len(self._path(x)) for x in chosen)]
+        namespace = self.parser(chosen or None).parse_args(words)
         command: Command | None = getattr(namespace, "_command", None)
         if command is None:
             raise UsageError(f"missing command. See '{self.binary} --help'.")

@@ -32,6 +32,7 @@ from korg_bridge.toolkit import Toolkit
 
 if TYPE_CHECKING:
     from korg_bridge.recall.embed import Embedder
+    from korg_bridge.recall.semantic import Weights
 
 logger = logging.getLogger(__name__)
 
@@ -191,10 +192,13 @@ def _flatten(text: str) -> str:
 def recall(args: dict[str, Any]) -> int:
     from korg_bridge.recall.redact import redact
     from korg_bridge.recall.search import search
-    from korg_bridge.recall.semantic import parse_weights
     from korg_bridge.recall.timeparse import parse_time
 
-    weights = parse_weights(args.get("weights"))
+    weights: Weights | None = None
+    if args.get("weights") is not None:  # validated even when the mode ignores them
+        from korg_bridge.recall.semantic import parse_weights
+
+        weights = parse_weights(args["weights"])
     since = parse_time(args["since"]) if args.get("since") else None
     until = parse_time(args["until"], end_of_day=True) if args.get("until") else None
     env = _env()
@@ -217,7 +221,9 @@ def recall(args: dict[str, Any]) -> int:
                 "not_embedded": report.pending,
             }
             if used == "hybrid":
-                semantic_info["weights"] = weights.to_dict()
+                from korg_bridge.recall.semantic import Weights as DefaultWeights
+
+                semantic_info["weights"] = (weights or DefaultWeights()).to_dict()
         hits = search(
             index,
             args["query"],

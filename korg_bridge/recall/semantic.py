@@ -22,8 +22,10 @@ Only the query is embedded here; event vectors come from the index
   - ``recency`` is ``exp(-age_days / tau_days)``; 0 for an event without a
     timestamp, 1 for one dated in the future.
 
-  A candidate is kept only if it matched a keyword (``bm25 > 0``) or its
-  cosine reaches ``min_score``: recency alone never makes a hit.
+  Every candidate competes (``min_score`` is the semantic mode's floor: a
+  weaker model's paraphrase cosines sit below 0.30 and would be lost), but
+  one with neither a keyword match nor a positive cosine is dropped: recency
+  alone never makes a hit.
 
 numpy is imported on the ranking path only, so the CLI can validate
 :class:`Weights` in any mode without loading it.
@@ -314,7 +316,7 @@ def rank(
     for event_id, (ts, _text) in details.items():
         similarity = cosines.get(event_id)
         keyword = bm25.get(event_id, 0.0)
-        if keyword <= 0 and (similarity is None or similarity < min_score):
+        if keyword <= 0 and (similarity is None or similarity <= 0):
             continue
         breakdown = _combine(keyword, similarity, ts, weights, when)
         ranked.append(Ranked(event_id, breakdown["total"] or 0.0, breakdown))

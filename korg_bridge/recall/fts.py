@@ -134,32 +134,53 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-def keyword_sql(match: str, filters: Filters, *, limit: int, offset: int = 0) -> tuple[str, list[Any]]:
+RANK_WINDOW = 50_000
+"""At most this many of the newest matches are ranked by BM25.
+
+Computing ``bm25()`` costs time per matching row: a word found in 400k of a
+million events takes ~0.4 s to rank in full, the newest 50k ~0.06 s. A
+query that broad is served from the newest part of the history, which is
+what recall favours anyway; narrower queries rank every match."""
+
+
+def window_sql(match: str, window: int | None = None) -> tuple[str, list[Any]]:
+    """The rowid of the ``window``-th newest match (a cheap walk of the doclists
+    in rowid order), or no row when fewer match: then everything is ranked."""
+    sql = "SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?"
+    return sql, [match, (RANK_WINDOW if window is None else window) - 1]
+
+
+def keyword_sql(
+    match: str, filters: Filters, *, limit: int, offset: int = 0, min_rowid: int | None = None
+) -> tuple[str, list[Any]]:
     """Rank events matching the FTS5 expression ``match`` (from :func:`quote_fts`) by BM25.
 
     Returns rows ``(id, rank)``; ``rank`` is FTS5's ``bm25()``, lower is
     better. Only ids are sorted: the text is fetched for the few rows shown.
     With no filter the ``events`` table is not even joined: a third faster
-    when a common word matches half the history.
+    when a common word matches half the history. ``min_rowid`` limits the
+    ranking to the newest matches (see :data:`RANK_WINDOW`).
     """
     where, params = filter_sql(filters)
+    window = "" if min_rowid is None else " AND events_fts.rowid >= ?"
+    window_params = [] if min_rowid is None else [min_rowid]
     if not where:
         sql = (
             "SELECT rowid, bm25(events_fts) AS rank\n"
             "FROM events_fts\n"
-            "WHERE events_fts MATCH ?\n"
+            f"WHERE events_fts MATCH ?{window}\n"
             "ORDER BY rank\n"
             "LIMIT ? OFFSET ?"
         )
-        return sql, [match, limit, offset]
+        return sql, [match, *window_params, limit, offset]
     sql = (
         "SELECT e.id, bm25(events_fts) AS rank\n"
         "FROM events_fts JOIN events e ON e.id = events_fts.rowid\n"
-        f"WHERE events_fts MATCH ? AND {where}\n"
+        f"WHERE events_fts MATCH ?{window} AND {where}\n"
         "ORDER BY rank\n"
         "LIMIT ? OFFSET ?"
     )
-    return sql, [match, *params, limit, offset]
+    return sql, [match, *window_params, *params, limit, offset]
 
 
 def like_pattern(term: str) -> str:

@@ -49,6 +49,7 @@ from korg_bridge.recall.fts import (
     query_terms,
     quote_fts,
     substring_sql,
+    window_sql,
 )
 from korg_bridge.recall.index import Index
 
@@ -139,6 +140,10 @@ class _Collector:
     @property
     def full(self) -> bool:
         return len(self.hits) >= self.top_n
+
+    def reset(self) -> None:
+        self.hits.clear()
+        self.seen.clear()
 
     def details(
         self, ids: Sequence[int]
@@ -258,9 +263,23 @@ def search(
 
 
 def _keyword(collector: _Collector, match: str, filters: Filters) -> list[Hit]:
+    sql, params = window_sql(match)
+    edge = collector.conn.execute(sql, params).fetchone()
+    if edge is not None:
+        hits = _keyword_pages(collector, match, filters, min_rowid=int(edge[0]))
+        if collector.full:
+            return hits
+        # Filters or collapsing left too few within the window: rank them all.
+        collector.reset()
+    return _keyword_pages(collector, match, filters, min_rowid=None)
+
+
+def _keyword_pages(
+    collector: _Collector, match: str, filters: Filters, *, min_rowid: int | None
+) -> list[Hit]:
     limit, offset = max(FIRST_PAGE, collector.top_n * 4), 0
     while True:
-        sql, params = keyword_sql(match, filters, limit=limit, offset=offset)
+        sql, params = keyword_sql(match, filters, limit=limit, offset=offset, min_rowid=min_rowid)
         ranked = collector.conn.execute(sql, params).fetchall()
         rows = collector.details([event_id for event_id, _ in ranked])
         for event_id, rank in ranked:

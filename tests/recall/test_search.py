@@ -321,3 +321,17 @@ def test_make_snippet_keeps_short_text_and_marks_cuts() -> None:
 def test_make_snippet_finds_a_stemmed_term_by_its_first_letters() -> None:
     text = "x" * 300 + " configured the limiter"
     assert "configured" in make_snippet(text, ["configuring"])
+
+
+def test_very_broad_queries_rank_the_newest_matches_and_filters_still_find_older_ones(
+    index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import korg_bridge.recall.fts as fts
+
+    monkeypatch.setattr(fts, "RANK_WINDOW", 5)
+    records = [record(i, "Bash" if i > 1 else "Read", f"common word number {i}") for i in range(1, 21)]
+    path = write(tmp_path / "broad.jsonl", *records)
+    hits = run(index, "common", [path], top_n=3)
+    assert len(hits) == 3 and all(h.seq > 15 for h in hits)  # only the newest five were ranked
+    older = run(index, "common", [path], top_n=3, tool_filter=["Read"])
+    assert [h.seq for h in older] == [1]  # the window held too few: everything was ranked

@@ -21,7 +21,6 @@ because of it.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -149,7 +148,23 @@ def _patched(event: Event, patch: ResultPatch) -> Event:
     extra = dict(event.extra)
     if patch.timestamp:
         extra["result_timestamp"] = patch.timestamp
-    return dataclasses.replace(event, result=patch.result, success=patch.success, extra=extra)
+    # A direct constructor call: dataclasses.replace re-inspects the fields
+    # on every call, which a cold build of a transcript history pays per tool.
+    return Event(
+        source=event.source,
+        offset=event.offset,
+        seq=event.seq,
+        shape=event.shape,
+        session=event.session,
+        agent=event.agent,
+        tool=event.tool,
+        args=event.args,
+        result=patch.result,
+        success=patch.success,
+        timestamp=event.timestamp,
+        triggered_by=event.triggered_by,
+        extra=extra,
+    )
 
 
 def _event_row(event: Event) -> tuple[Any, ...]:

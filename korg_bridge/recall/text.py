@@ -11,7 +11,6 @@ so one huge tool output cannot drown the rest, and so rows stay small.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from korg_bridge.recall.event import Event
@@ -59,7 +58,7 @@ def result_text(result: Any) -> str:
     if isinstance(result, list):
         parts = [result_text(item) for item in result]
         return "\n".join(part for part in parts if part)
-    if isinstance(result, Mapping):
+    if isinstance(result, dict):
         if result.get("type") == "text" and isinstance(result.get("text"), str):
             return str(result["text"])
         for key in _RESULT_KEYS:
@@ -75,7 +74,7 @@ def result_text(result: Any) -> str:
 def _prompt_text(args: Any) -> str:
     if isinstance(args, str):
         return args
-    if isinstance(args, Mapping):
+    if isinstance(args, dict):
         for key in ("prompt", "text", "content", "message"):
             value = args.get(key)
             if isinstance(value, str):
@@ -93,7 +92,7 @@ def flatten(event: Event) -> str:
 
     parts: list[str] = [tool] if tool else []
     args = event.args
-    if isinstance(args, Mapping):
+    if isinstance(args, dict):
         for key in TELLING_ARGS:
             value = args.get(key)
             if isinstance(value, str) and value.strip():

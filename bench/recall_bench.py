@@ -922,6 +922,19 @@ def vector_search_ms(index_path: Path, runs: int = 20) -> list[float]:
     return samples
 
 
+def _in_child(flag: str, index: Path) -> Any:
+    """Run a vector step in a child process and return its JSON answer.
+
+    Not in this process: Linux hands a forked child its parent's peak RSS as
+    a starting ``ru_maxrss``, so a bench process that mapped a 200 MB index
+    here would inflate every later child's peak RSS figure.
+    """
+    out = subprocess.run(
+        [sys.executable, __file__, flag, str(index)], capture_output=True, text=True, check=True, timeout=3600
+    )
+    return json.loads(out.stdout)
+
+
 def measure_size(events: int, modes: Sequence[str], workdir: Path, synthetic: bool = False) -> SizeResult:
     """Generate a corpus of ``events`` events and measure build, refresh, queries, size and RSS."""
     result = SizeResult(events)
@@ -944,10 +957,10 @@ def measure_size(events: int, modes: Sequence[str], workdir: Path, synthetic: bo
     result.noop_refresh_s = recall.must("index").seconds
     if synthetic:
         print(f"[{events:,}] synthetic vectors for every event ...", file=sys.stderr)
-        filled = fill_synthetic_vectors(index)
+        filled = _in_child("--_fill-vectors", index)
         if filled is not None:
             result.synthetic_fill_s = filled[0]
-            result.vector_search_ms = vector_search_ms(index)
+            result.vector_search_ms = _in_child("--_vector-search", index)
     elif any(mode in ("semantic", "hybrid") for mode in modes):
         print(f"[{events:,}] embedding (korg-recall index --embed) ...", file=sys.stderr)
         result.embed_s = embed(recall)
@@ -1273,7 +1286,15 @@ def main(argv: list[str] | None = None) -> int:
         "--make-golden", action="store_true", help="rewrite bench/golden/ledger and queries.json"
     )
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--_fill-vectors", dest="fill_vectors", help=argparse.SUPPRESS)
+    parser.add_argument("--_vector-search", dest="vector_search", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.fill_vectors:
+        print(json.dumps(fill_synthetic_vectors(Path(args.fill_vectors))))
+        return 0
+    if args.vector_search:
+        print(json.dumps(vector_search_ms(Path(args.vector_search))))
+        return 0
     if args.make_golden:
         make_golden()
         return 0

@@ -1194,6 +1194,10 @@ def scale_table(results: Sequence[SizeResult], modes: Sequence[str], report: Rep
     return common.markdown_table(headers, rows)
 
 
+TARGET_HYBRID_HIT5 = {"keyword": 0.97, "reworded": 0.85}
+"""The semantic issue's quality targets for hybrid ranking."""
+
+
 def quality_table(qualities: Sequence[Quality], unavailable: dict[str, str], report: Report) -> str:
     headers = ["mode", "queries", "n", "hit@1", "hit@5", "MRR@10", "median latency", "target", "verdict"]
     rows: list[list[str]] = []
@@ -1202,6 +1206,10 @@ def quality_table(qualities: Sequence[Quality], unavailable: dict[str, str], rep
         if q.mode == "keyword" and q.kind == "keyword":
             target = f"hit@5 ≥ {TARGET_KEYWORD_HIT5:g}"
             verdict = report.check(q.hit5 >= TARGET_KEYWORD_HIT5)
+        elif q.mode == "hybrid":
+            floor = TARGET_HYBRID_HIT5[q.kind]
+            target = f"hit@5 ≥ {floor:g}"
+            verdict = report.check(q.hit5 >= floor)
         rows.append(
             [
                 q.mode,

@@ -21,10 +21,10 @@ import anyio
 
 from ._version import __version__
 from .discovery import DEFAULT_DISCOVERY_TIMEOUT, discover
-from .errors import KorgError, UsageError
+from .errors import UsageError
 from .invocation import DEFAULT_CALL_TIMEOUT
 from .policy import ENV_VAR, Policy
-from .toolkit import USER_INTERRUPT, silence_stdout
+from .toolkit import USER_INTERRUPT, run_guarded
 from .toolnames import NAME_STYLES
 
 if TYPE_CHECKING:
@@ -316,41 +316,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else 2
     _setup_logging(args.debug)
-    try:
+
+    def work() -> int:
         _check_flags(args)
         policy = Policy.parse(args.allow) if args.allow is not None else Policy.from_env(os.environ)
-        try:
-            return anyio.run(_run, args, policy)
-        except BaseExceptionGroup as group:
-            raise _unwrap(group) from group
-    except KorgError as exc:
-        if args.debug:
-            log.exception("failed")
-        sys.stderr.write(f"{PROG}: error: {exc.message}\n")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return USER_INTERRUPT
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`): nothing left to say to anyone.
-        silence_stdout()
-        return 0
-    except Exception as exc:  # the last line of defence: never a traceback without --debug
-        if args.debug:
-            raise
-        sys.stderr.write(
-            f"{PROG}: error: internal error: {_describe(exc)}. Rerun with --debug for details.\n"
-        )
-        return 1
+        return anyio.run(_run, args, policy)
 
-
-def _unwrap(exc: BaseException) -> BaseException:
-    """Task groups wrap errors in exception groups; the user needs the one inside."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _describe(exc: BaseException) -> str:
-    """One line for an unexpected error, looking inside exception groups."""
-    exc = _unwrap(exc)
-    return f"{type(exc).__name__}: {exc}"
+    return run_guarded(PROG, work, debug=args.debug)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -306,6 +307,9 @@ class Toolkit:
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Run the CLI; returns the exit code (one-line errors on stderr)."""
         args_in = list(sys.argv[1:] if argv is None else argv)
+        return run_guarded(self.binary, lambda: self._dispatch(args_in))
+
+    def _dispatch(self, args_in: list[str]) -> int:
         try:
             if args_in[:1] == ["--introspect"]:
                 sys.stdout.write(json.dumps(self.document(), indent=2, ensure_ascii=False) + "\n")
@@ -320,16 +324,57 @@ class Toolkit:
             code = command.handler(self.with_defaults(command, args))
             sys.stdout.flush()
             return int(code or 0)
-        except KorgError as exc:
-            sys.stderr.write(f"{self.binary}: error: {exc.message}\n")
-            return exc.exit_code
-        except KeyboardInterrupt:
-            return USER_INTERRUPT
-        except BrokenPipeError:
-            silence_stdout()
-            return 0
         except SystemExit as exc:  # argparse --help
             return exc.code if isinstance(exc.code, int) else 0
+
+
+def run_guarded(prog: str, work: Callable[[], int], *, debug: bool = False) -> int:
+    """The one top-level handler of every korg command: domain errors become
+    ``PROG: error: …`` and their exit code, Ctrl-C and a closed pipe end
+    quietly, and nothing else reaches the user as a traceback unless ``debug``."""
+    try:
+        return work()
+    except BaseExceptionGroup as group:
+        inner = unwrap(group)
+        if inner is group:
+            return _internal(prog, group, debug)
+        return run_guarded(prog, _reraise(inner), debug=debug)
+    except KorgError as exc:
+        if debug:
+            logging.getLogger(prog).exception("failed")
+        sys.stderr.write(f"{prog}: error: {exc.message}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return USER_INTERRUPT
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): nothing left to say to anyone.
+        silence_stdout()
+        return 0
+    except Exception as exc:  # the last line of defence
+        return _internal(prog, exc, debug)
+
+
+def _reraise(exc: BaseException) -> Callable[[], int]:
+    def again() -> int:
+        raise exc
+
+    return again
+
+
+def _internal(prog: str, exc: BaseException, debug: bool) -> int:
+    if debug:
+        raise exc
+    sys.stderr.write(
+        f"{prog}: error: internal error: {type(exc).__name__}: {exc}. Rerun with --debug for details.\n"
+    )
+    return 1
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """Task groups wrap errors in exception groups; the user needs the one inside."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def silence_stdout() -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from korg_bridge.errors import ConfigError, KorgError, UsageError
 from korg_bridge.recall import index as index_module
+from korg_bridge.recall.batches import MAX_STORED_JSON
 from korg_bridge.recall.index import Index, default_index_path, parse_ref
 from korg_bridge.recall.search import search
 
@@ -229,7 +230,7 @@ def test_malformed_and_eventless_lines_are_counted(index: Index, ledgers: Path) 
 def test_big_file_is_written_in_batches_with_progress(
     index: Index, ledgers: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(index_module, "BATCH_BYTES", 500)
+    index.batch_bytes = 500
     ledger = ledgers / "big.jsonl"
     ledger.write_text("".join(prompt(n, f"prompt number {n}") for n in range(1, 101)))
     calls: list[tuple[int, int]] = []
@@ -243,11 +244,11 @@ def test_big_file_is_written_in_batches_with_progress(
 def test_file_indexed_meanwhile_by_another_process_is_not_duplicated(
     tmp_path: Path, ledgers: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
-    monkeypatch.setattr(index_module, "BATCH_BYTES", 300)
     ledger = ledgers / "s.jsonl"
     ledger.write_text("".join(prompt(n, f"prompt number {n}") for n in range(1, 31)))
     first = Index(tmp_path / "index.sqlite")
     second = Index(tmp_path / "index.sqlite")
+    first.batch_bytes = second.batch_bytes = 300
     request.addfinalizer(first.close)
     request.addfinalizer(second.close)
     caught_up: list[int] = []
@@ -269,7 +270,7 @@ def test_file_indexed_meanwhile_by_another_process_is_not_duplicated(
 def test_refresh_interrupted_mid_file_resumes_next_time(
     index: Index, ledgers: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(index_module, "BATCH_BYTES", 300)
+    index.batch_bytes = 300
     (ledgers / "s.jsonl").write_text("".join(prompt(n, f"prompt number {n}") for n in range(1, 31)))
 
     def interrupt(done: int, total: int) -> None:
@@ -334,12 +335,12 @@ def test_tool_result_seen_before_its_tool_use_waits_for_it(index: Index, ledgers
 
 
 def test_huge_result_is_stored_truncated(index: Index, ledgers: Path) -> None:
-    big = "x" * (index_module.MAX_STORED_JSON + 10)
+    big = "x" * (MAX_STORED_JSON + 10)
     (ledgers / "s.jsonl").write_text(line(1, "Read", args={"file_path": "/huge"}, result={"output": big}))
     index.refresh([ledgers])
     [event] = index.get_events(["e1"])
     assert event["result"]["truncated"] is True
-    assert len(event["result"]["preview"]) == index_module.MAX_STORED_JSON
+    assert len(event["result"]["preview"]) == MAX_STORED_JSON
 
 
 # --- broken index files ------------------------------------------------------------------------

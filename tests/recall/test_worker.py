@@ -1,0 +1,227 @@
+"""The parsing worker: the index it builds is the in-process one, whatever the worker does."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from korg_bridge.recall import worker as worker_module
+from korg_bridge.recall.index import Index
+from korg_bridge.recall.search import search
+
+REPO = Path(__file__).resolve().parents[2]
+FAULTY_WORKER = REPO / "fixture_bins" / "faulty-worker"
+SMALL_BATCH = 1500
+"""Bytes per slice: many slices per file, so results often arrive a slice after their call."""
+
+
+def _transcript(session: str, turns: int) -> str:
+    lines = []
+    for turn in range(turns):
+        use_id = f"toolu_{session}_{turn}"
+        lines.append(
+            {
+                "type": "user",
+                "sessionId": session,
+                "timestamp": f"2026-05-27T10:{turn % 60:02d}:00Z",
+                "message": {"role": "user", "content": f"please check module {turn} of {session}"},
+            }
+        )
+        lines.append(
+            {
+                "type": "assistant",
+                "sessionId": session,
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": f"reading module_{turn}.py"},
+                        {
+                            "type": "tool_use",
+                            "id": use_id,
+                            "name": "Read",
+                            "input": {"file_path": f"module_{turn}.py"},
+                        },
+                    ],
+                },
+            }
+        )
+        lines.append(
+            {
+                "type": "user",
+                "sessionId": session,
+                "timestamp": f"2026-05-27T10:{turn % 60:02d}:05Z",
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": use_id, "content": f"def f{turn}(): pass"}
+                    ],
+                },
+            }
+        )
+    return "".join(json.dumps(item) + "\n" for item in lines)
+
+
+def _ledger(turns: int) -> str:
+    return "".join(
+        json.dumps(
+            {
+                "seq": n,
+                "source_agent": "agent:test",
+                "tool_name": "Bash",
+                "args": {"command": f"pytest tests/test_{n}.py"},
+                "result": {"output": f"{n} passed"},
+                "success": n % 7 != 0,
+            }
+        )
+        + "\n"
+        for n in range(1, turns + 1)
+    )
+
+
+@pytest.fixture
+def ledgers(tmp_path: Path) -> Path:
+    root = tmp_path / "ledgers"
+    (root / "claude").mkdir(parents=True)
+    for number in range(3):
+        (root / "claude" / f"s{number}.jsonl").write_text(_transcript(f"s{number}", 40))
+    (root / "flat.jsonl").write_text(_ledger(120) + "{not json\n" + _ledger(5))
+    return root
+
+
+def _contents(path: Path) -> dict[str, Any]:
+    """Everything an index holds but its ids: the same ledgers must give the same contents."""
+    conn = sqlite3.connect(path)
+    try:
+        events = conn.execute(
+            'SELECT s.path, e."offset", e.seq, e.shape, e.session, e.agent, e.tool, e.args, e.result,'
+            " e.success, e.timestamp, e.ts, e.triggered_by, e.extra, e.tool_use_id, e.text"
+            ' FROM events e JOIN sources s ON s.id = e.source_id ORDER BY s.path, e."offset", e.id'
+        ).fetchall()
+        sources = conn.execute(
+            'SELECT path, inode, dev, size, mtime_ns, "offset", line_no, skipped, ignored FROM sources ORDER BY path'
+        ).fetchall()
+        pending = conn.execute("SELECT count(*) FROM pending_patches").fetchone()[0]
+        fts = conn.execute("SELECT count(*) FROM events_fts WHERE events_fts MATCH 'module'").fetchone()[0]
+    finally:
+        conn.close()
+    return {"events": events, "sources": sources, "pending": pending, "fts": fts}
+
+
+def _build(path: Path, ledgers: Path, *, worker: bool) -> dict[str, Any]:
+    with Index(path) as index:
+        index.batch_bytes = SMALL_BATCH
+        index.worker_min_bytes = 0 if worker else 1 << 60
+        report = index.refresh([ledgers])
+        assert report.events_added > 0
+        hits = search(index, "module", mode="keyword", top_n=5, min_score=0, sources=[ledgers])
+        assert hits
+    return _contents(path)
+
+
+@pytest.fixture
+def in_process(tmp_path: Path, ledgers: Path) -> dict[str, Any]:
+    return _build(tmp_path / "in-process.sqlite", ledgers, worker=False)
+
+
+def test_worker_builds_exactly_the_index_parsing_in_process_builds(
+    tmp_path: Path, ledgers: Path, in_process: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert _build(tmp_path / "worker.sqlite", ledgers, worker=True) == in_process
+    assert "worker" not in caplog.text
+    assert in_process["pending"] == 0
+    assert len(in_process["events"]) == 3 * 40 * 3 + 125
+
+
+def test_worker_that_cannot_start_leaves_the_work_to_this_process(
+    tmp_path: Path,
+    ledgers: Path,
+    in_process: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
+    with caplog.at_level(logging.WARNING):
+        assert _build(tmp_path / "worker.sqlite", ledgers, worker=True) == in_process
+    assert "cannot start" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("mode", "after", "says"),
+    [
+        ("exit", 1, "exited"),
+        ("exit", 0, "exited early"),
+        ("garbage", 3, "instead of a batch"),
+        ("error", 2, "disk on fire"),
+        ("stall", 2, "no batch for"),
+    ],
+)
+def test_worker_that_fails_midway_loses_no_event_and_duplicates_none(
+    tmp_path: Path,
+    ledgers: Path,
+    in_process: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    mode: str,
+    after: int,
+    says: str,
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(FAULTY_WORKER))
+    monkeypatch.setattr(worker_module, "FRAME_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("FAULTY_WORKER_MODE", mode)
+    monkeypatch.setenv("FAULTY_WORKER_AFTER", str(after))
+    with caplog.at_level(logging.WARNING):
+        assert _build(tmp_path / "worker.sqlite", ledgers, worker=True) == in_process
+    assert "parsing worker failed" in caplog.text
+    assert says in caplog.text
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_refresh_stopped_early_ends_its_worker_at_once(
+    tmp_path: Path, ledgers: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pidfile = tmp_path / "worker.pid"
+    monkeypatch.setattr(sys, "executable", str(FAULTY_WORKER))
+    monkeypatch.setenv("FAULTY_WORKER_MODE", "stall")
+    monkeypatch.setenv("FAULTY_WORKER_AFTER", "3")
+    monkeypatch.setenv("FAULTY_WORKER_PIDFILE", str(pidfile))
+
+    def interrupt(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with Index(tmp_path / "index.sqlite") as index:
+        index.batch_bytes = SMALL_BATCH
+        index.worker_min_bytes = 0
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            index.refresh([ledgers], progress=interrupt)
+        assert time.monotonic() - started < worker_module.FRAME_TIMEOUT_S
+        assert index.stats()["events"] > 0
+    assert _gone(int(pidfile.read_text()))
+
+
+def test_small_refresh_parses_in_process(
+    tmp_path: Path, ledgers: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Any worker start would be seen: this "interpreter" only reports an error.
+    monkeypatch.setattr(sys, "executable", str(FAULTY_WORKER))
+    monkeypatch.setenv("FAULTY_WORKER_MODE", "error")
+    monkeypatch.setenv("FAULTY_WORKER_AFTER", "0")
+    with caplog.at_level(logging.WARNING), Index(tmp_path / "index.sqlite") as index:
+        assert index.refresh([ledgers]).events_added > 0
+    assert "worker" not in caplog.text

@@ -12,7 +12,7 @@ tool result that arrives in a later slice than its call).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,8 @@ from korg_bridge.recall.timeparse import iso_to_epoch
 __all__ = [
     "BATCH_BYTES",
     "MAX_STORED_JSON",
+    "TOOL_USE_COLUMN",
+    "WORKER_MIN_BYTES",
     "Batch",
     "SourceRow",
     "Work",
@@ -43,6 +45,10 @@ __all__ = [
 
 BATCH_BYTES = 2 * 1024 * 1024
 """Ledger bytes per write transaction: bounds memory and how long other writers wait."""
+WORKER_MIN_BYTES = BATCH_BYTES
+"""Bytes to read from which parsing moves to a :mod:`~korg_bridge.recall.worker` process: with
+one slice nothing overlaps, and the worker's start (an interpreter and a few imports, ~60 ms)
+would be pure cost. A query's refresh of a few appended lines never pays it."""
 MAX_STORED_JSON = 256 * 1024
 """A tool result larger than this (a huge file read) is stored truncated: the index stays a cache."""
 
@@ -204,7 +210,7 @@ def _join_patches(result: ReadResult) -> list[Event]:
     return events
 
 
-def read_batches(work: Sequence[Work], batch_bytes: int = BATCH_BYTES) -> Iterator[Batch]:
+def read_batches(work: Sequence[Work], batch_bytes: int = BATCH_BYTES) -> Generator[Batch, None, None]:
     """Read and prepare every file of ``work`` in slices of about ``batch_bytes``.
 
     A file that cannot be read yields one batch carrying the error (and no
@@ -223,7 +229,7 @@ def read_file(
     line_no: int,
     reset: bool,
     batch_bytes: int = BATCH_BYTES,
-) -> Iterator[Batch]:
+) -> Generator[Batch, None, None]:
     """The slices of one file from byte ``start`` (``line_no`` lines before it) to its end."""
     while True:
         try:

@@ -297,6 +297,8 @@ def resolve_mode(mode: str, env: Mapping[str, str] | None = None) -> str:
         DependencyMissing: semantic or hybrid asked for explicitly without a
             model; the message gives the command that fixes it.
     """
+    if mode != "auto" and mode not in SEMANTIC_MODES:
+        return mode  # keyword and substring: not even the model lookup is imported
     from korg_bridge.recall.embed import model_available
 
     env = _env() if env is None else env

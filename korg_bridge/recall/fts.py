@@ -134,13 +134,19 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-RANK_WINDOW = 50_000
-"""At most this many of the newest matches are ranked by BM25.
+RANK_WINDOW = 20_000
+"""Of the events holding only common query terms, at most this many of the newest are ranked.
 
-Computing ``bm25()`` costs time per matching row: a word found in 400k of a
-million events takes ~0.4 s to rank in full, the newest 50k ~0.06 s. A
-query that broad is served from the newest part of the history, which is
-what recall favours anyway; narrower queries rank every match."""
+Computing ``bm25()`` costs time per matching row (an FTS5 doclist walk plus a
+lookup of the row's length): a word found in 400k of a million events takes
+~0.4 s to rank in full. So a broad query ranks every event that holds a
+*selective* term (see :data:`SELECTIVE_MAX_DF`), whatever its age, plus the
+newest events among the rest. Only events holding nothing but common words
+— whose BM25 is low anyway, since a common word's IDF is — can fall outside,
+and then only old ones; narrower queries rank every match."""
+
+SELECTIVE_MAX_DF = 5_000
+"""A query term found in at most this many events is selective: its events are always ranked."""
 
 
 def window_sql(match: str, window: int | None = None) -> tuple[str, list[Any]]:
@@ -150,8 +156,20 @@ def window_sql(match: str, window: int | None = None) -> tuple[str, list[Any]]:
     return sql, [match, (RANK_WINDOW if window is None else window) - 1]
 
 
+def selective_sql(term: str) -> tuple[str, list[Any]]:
+    """One row, 1 when ``term`` (one query term) is selective, else 0; stops counting past the limit."""
+    sql = "SELECT count(*) <= ? FROM (SELECT rowid FROM events_fts WHERE events_fts MATCH ? LIMIT ?)"
+    return sql, [SELECTIVE_MAX_DF, quote_fts(term), SELECTIVE_MAX_DF + 1]
+
+
 def keyword_sql(
-    match: str, filters: Filters, *, limit: int, offset: int = 0, min_rowid: int | None = None
+    match: str,
+    filters: Filters,
+    *,
+    limit: int,
+    offset: int = 0,
+    min_rowid: int | None = None,
+    selective: str = "",
 ) -> tuple[str, list[Any]]:
     """Rank events matching the FTS5 expression ``match`` (from :func:`quote_fts`) by BM25.
 
@@ -159,11 +177,21 @@ def keyword_sql(
     better. Only ids are sorted: the text is fetched for the few rows shown.
     With no filter the ``events`` table is not even joined: a third faster
     when a common word matches half the history. ``min_rowid`` limits the
-    ranking to the newest matches (see :data:`RANK_WINDOW`).
+    ranking to the newest matches, plus those matching the ``selective``
+    expression when one is given (see :data:`RANK_WINDOW`); the score is
+    always ``match``'s own.
     """
     where, params = filter_sql(filters)
-    window = "" if min_rowid is None else " AND events_fts.rowid >= ?"
-    window_params = [] if min_rowid is None else [min_rowid]
+    window = ""
+    window_params: list[Any] = []
+    if min_rowid is not None and selective:
+        window = (
+            " AND (events_fts.rowid >= ? OR events_fts.rowid IN"
+            " (SELECT rowid FROM events_fts WHERE events_fts MATCH ?))"
+        )
+        window_params = [min_rowid, selective]
+    elif min_rowid is not None:
+        window, window_params = " AND events_fts.rowid >= ?", [min_rowid]
     if not where:
         sql = (
             "SELECT rowid, bm25(events_fts) AS rank\n"

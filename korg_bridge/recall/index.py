@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from korg_bridge.errors import ConfigError, KorgError, UsageError
-from korg_bridge.recall.batches import BATCH_BYTES, load_json
+from korg_bridge.recall.batches import BATCH_BYTES, WORKER_MIN_BYTES, load_json
 from korg_bridge.recall.migrations import MIGRATIONS, SchemaMismatch, migrate
 from korg_bridge.recall.refresh import Refresher, RefreshReport
-from korg_bridge.recall.worker import WORKER_MIN_BYTES
 
 __all__ = ["ENV_INDEX", "Index", "RefreshReport", "default_index_path"]
 

@@ -19,7 +19,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 from korg_bridge.recall.batches import (
     BATCH_BYTES,
     TOOL_USE_COLUMN,
+    WORKER_MIN_BYTES,
     Batch,
     SourceRow,
     Work,
@@ -37,13 +38,13 @@ from korg_bridge.recall.batches import (
     load_json,
     patched,
     plan,
+    read_batches,
     success_int,
 )
 from korg_bridge.recall.event import Event
 from korg_bridge.recall.shapes import ResultPatch
 from korg_bridge.recall.sources import list_file_paths, stat_file
 from korg_bridge.recall.text import flatten
-from korg_bridge.recall.worker import WORKER_MIN_BYTES, parsed_batches
 
 __all__ = ["RefreshReport", "Refresher"]
 
@@ -179,7 +180,13 @@ class Refresher:
         """Write each batch whose file is still in the state it was read from; return the others' paths."""
         stale: set[str] = set()
         expected: dict[str, SourceRow | None] = {}
-        batches = parsed_batches(work, self._batch_bytes, min_bytes=self._worker_min_bytes)
+        batches: Generator[Batch, None, None]
+        if sum(plan(row, state)[3] for _path, state, row in work) < self._worker_min_bytes:
+            batches = read_batches(work, self._batch_bytes)  # not worth a process (nor its imports)
+        else:
+            from korg_bridge.recall.worker import parsed_batches
+
+            batches = parsed_batches(work, self._batch_bytes, min_bytes=self._worker_min_bytes)
         with contextlib.closing(batches):
             for batch in batches:
                 if batch.path in stale:

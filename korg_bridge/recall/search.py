@@ -48,6 +48,7 @@ from korg_bridge.recall.fts import (
     outside_sources_sql,
     query_terms,
     quote_fts,
+    selective_sql,
     substring_sql,
     window_sql,
 )
@@ -263,10 +264,13 @@ def search(
 
 
 def _keyword(collector: _Collector, match: str, filters: Filters) -> list[Hit]:
+    conn = collector.conn
     sql, params = window_sql(match)
-    edge = collector.conn.execute(sql, params).fetchone()
+    edge = conn.execute(sql, params).fetchone()
     if edge is not None:
-        hits = _keyword_pages(collector, match, filters, min_rowid=int(edge[0]))
+        # A broad query: rank the newest matches and every match of a selective term.
+        selective = quote_fts(" ".join(term for term in collector.terms if _is_selective(conn, term)))
+        hits = _keyword_pages(collector, match, filters, min_rowid=int(edge[0]), selective=selective)
         if collector.full:
             return hits
         # Filters or collapsing left too few within the window: rank them all.
@@ -274,12 +278,19 @@ def _keyword(collector: _Collector, match: str, filters: Filters) -> list[Hit]:
     return _keyword_pages(collector, match, filters, min_rowid=None)
 
 
+def _is_selective(conn: sqlite3.Connection, term: str) -> bool:
+    sql, params = selective_sql(term)
+    return bool(conn.execute(sql, params).fetchone()[0])
+
+
 def _keyword_pages(
-    collector: _Collector, match: str, filters: Filters, *, min_rowid: int | None
+    collector: _Collector, match: str, filters: Filters, *, min_rowid: int | None, selective: str = ""
 ) -> list[Hit]:
     limit, offset = max(FIRST_PAGE, collector.top_n * 4), 0
     while True:
-        sql, params = keyword_sql(match, filters, limit=limit, offset=offset, min_rowid=min_rowid)
+        sql, params = keyword_sql(
+            match, filters, limit=limit, offset=offset, min_rowid=min_rowid, selective=selective
+        )
         ranked = collector.conn.execute(sql, params).fetchall()
         rows = collector.details([event_id for event_id, _ in ranked])
         for event_id, rank in ranked:

@@ -35,15 +35,20 @@ from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from korg_bridge.recall.batches import BATCH_BYTES, Batch, Work, plan, read_batches, read_file
+from korg_bridge.recall.batches import (
+    BATCH_BYTES,
+    WORKER_MIN_BYTES,
+    Batch,
+    Work,
+    plan,
+    read_batches,
+    read_file,
+)
 
-__all__ = ["WORKER_MIN_BYTES", "parsed_batches"]
+__all__ = ["parsed_batches"]
 
 logger = logging.getLogger(__name__)
 
-WORKER_MIN_BYTES = 2 * 1024 * 1024
-"""Bytes to read below which parsing stays in process: one slice (about 2.5k events), below which
-nothing overlaps and the worker's start (an interpreter and a few imports, ~80 ms) is pure cost."""
 FRAME_TIMEOUT_S = 120.0
 """Longest wait for one batch: a 2 MiB slice parses in ~0.1 s, so only a stuck worker hits it."""
 EXIT_TIMEOUT_S = 5.0

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from korg_bridge.recall.fts import (
+    SELECTIVE_MAX_DF,
     Filters,
     details_sql,
     filter_sql,
@@ -16,6 +17,7 @@ from korg_bridge.recall.fts import (
     outside_sources_sql,
     query_terms,
     quote_fts,
+    selective_sql,
     substring_sql,
 )
 
@@ -174,6 +176,23 @@ def test_keyword_sql_without_filters_does_not_join_events() -> None:
         "LIMIT ? OFFSET ?"
     )
     assert params == ['"foo"', 5, 0]
+
+
+def test_keyword_sql_window_keeps_every_match_of_the_selective_terms() -> None:
+    sql, params = keyword_sql(
+        '"common" OR "rare"', Filters(sources=None), limit=5, min_rowid=900, selective='"rare"'
+    )
+    assert (
+        "WHERE events_fts MATCH ? AND (events_fts.rowid >= ? OR events_fts.rowid IN"
+        " (SELECT rowid FROM events_fts WHERE events_fts MATCH ?))\n"
+    ) in sql
+    assert params == ['"common" OR "rare"', 900, '"rare"', 5, 0]
+
+
+def test_selective_sql_quotes_the_term_and_stops_counting_past_the_limit() -> None:
+    sql, params = selective_sql('X"y')
+    assert sql == "SELECT count(*) <= ? FROM (SELECT rowid FROM events_fts WHERE events_fts MATCH ? LIMIT ?)"
+    assert params == [SELECTIVE_MAX_DF, '"x""y"', SELECTIVE_MAX_DF + 1]
 
 
 def test_substring_sql_without_filters_or_ascii_terms_scans_everything() -> None:

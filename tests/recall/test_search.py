@@ -329,9 +329,25 @@ def test_very_broad_queries_rank_the_newest_matches_and_filters_still_find_older
     import korg_bridge.recall.fts as fts
 
     monkeypatch.setattr(fts, "RANK_WINDOW", 5)
+    monkeypatch.setattr(fts, "SELECTIVE_MAX_DF", 2)  # "common" is in all 20 events: not selective
     records = [record(i, "Bash" if i > 1 else "Read", f"common word number {i}") for i in range(1, 21)]
     path = write(tmp_path / "broad.jsonl", *records)
     hits = run(index, "common", [path], top_n=3)
     assert len(hits) == 3 and all(h.seq > 15 for h in hits)  # only the newest five were ranked
     older = run(index, "common", [path], top_n=3, tool_filter=["Read"])
     assert [h.seq for h in older] == [1]  # the window held too few: everything was ranked
+
+
+def test_broad_query_still_ranks_an_old_event_holding_a_rare_term(
+    index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import korg_bridge.recall.fts as fts
+
+    monkeypatch.setattr(fts, "RANK_WINDOW", 5)
+    monkeypatch.setattr(fts, "SELECTIVE_MAX_DF", 2)
+    records = [record(1, "Bash", "common word with the zebra crossing")]
+    records += [record(i, "Bash", f"common word number {i}") for i in range(2, 41)]
+    path = write(tmp_path / "broad.jsonl", *records)
+    hits = run(index, "common zebra", [path], top_n=3)
+    assert hits[0].seq == 1  # far older than the newest five, but it holds the rare term
+    assert all(h.seq > 35 for h in hits[1:])

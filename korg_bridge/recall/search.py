@@ -33,9 +33,10 @@ caller's, which can count what it hides and honour ``--allow-secrets``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,7 @@ from korg_bridge.recall.fts import (
     Filters,
     details_sql,
     keyword_sql,
+    older_selective_sql,
     outside_sources_sql,
     query_terms,
     quote_fts,
@@ -73,6 +75,9 @@ SUBSTRING_LENGTH_CAP = 1000
 """Texts longer than this all get the floor score 0.5 (the reference formula's cap)."""
 FIRST_PAGE = 50
 """Ranked ids fetched before collapsing; more pages follow only when collapsing ate too many."""
+
+_Rank = tuple[int, float]
+"""An event id and its FTS5 ``bm25()`` value (lower is better)."""
 CHUNK = 64
 
 
@@ -265,17 +270,22 @@ def search(
 
 def _keyword(collector: _Collector, match: str, filters: Filters) -> list[Hit]:
     conn = collector.conn
+    first = max(FIRST_PAGE, collector.top_n * 4)
     sql, params = window_sql(match)
     edge = conn.execute(sql, params).fetchone()
     if edge is not None:
-        # A broad query: rank the newest matches and every match of a selective term.
+        # A broad query: the newest matches, and every older one holding a selective term.
+        ranked = _pages(conn, match, filters, min_rowid=int(edge[0]), first=first)
         selective = quote_fts(" ".join(term for term in collector.terms if _is_selective(conn, term)))
-        hits = _keyword_pages(collector, match, filters, min_rowid=int(edge[0]), selective=selective)
+        if selective:
+            older = _older_selective(conn, match, selective, filters, below=int(edge[0]))
+            ranked = _merged(ranked, older)
+        _collect(collector, ranked, chunk=first)
         if collector.full:
-            return hits
+            return collector.hits
         # Filters or collapsing left too few within the window: rank them all.
         collector.reset()
-    return _keyword_pages(collector, match, filters, min_rowid=None)
+    return _collect(collector, _pages(conn, match, filters, min_rowid=None, first=first), chunk=first)
 
 
 def _is_selective(conn: sqlite3.Connection, term: str) -> bool:
@@ -283,17 +293,61 @@ def _is_selective(conn: sqlite3.Connection, term: str) -> bool:
     return bool(conn.execute(sql, params).fetchone()[0])
 
 
-def _keyword_pages(
-    collector: _Collector, match: str, filters: Filters, *, min_rowid: int | None, selective: str = ""
-) -> list[Hit]:
-    limit, offset = max(FIRST_PAGE, collector.top_n * 4), 0
+def _pages(
+    conn: sqlite3.Connection, match: str, filters: Filters, *, min_rowid: int | None, first: int
+) -> Iterator[_Rank]:
+    """``(id, bm25)`` best first, fetched a page at a time (pages grow: collapsing may eat many)."""
+    limit, offset = first, 0
     while True:
-        sql, params = keyword_sql(
-            match, filters, limit=limit, offset=offset, min_rowid=min_rowid, selective=selective
-        )
-        ranked = collector.conn.execute(sql, params).fetchall()
-        rows = collector.details([event_id for event_id, _ in ranked])
-        for event_id, rank in ranked:
+        sql, params = keyword_sql(match, filters, limit=limit, offset=offset, min_rowid=min_rowid)
+        rows = conn.execute(sql, params).fetchall()
+        yield from rows
+        if len(rows) < limit:
+            return
+        offset += limit
+        limit *= 4
+
+
+def _older_selective(
+    conn: sqlite3.Connection, match: str, selective: str, filters: Filters, *, below: int
+) -> list[_Rank]:
+    """Events below rowid ``below`` holding a selective term, with their exact BM25, best first."""
+    (both_sql, both_params), (sel_sql, sel_params) = older_selective_sql(
+        match, selective, filters, below=below
+    )
+    own = dict(conn.execute(sel_sql, sel_params).fetchall())
+    scored = [
+        (event_id, value - own.get(event_id, 0.0)) for event_id, value in conn.execute(both_sql, both_params)
+    ]
+    scored.sort(key=lambda item: item[1])
+    return scored
+
+
+def _merged(pages: Iterator[_Rank], older: list[_Rank]) -> Iterator[_Rank]:
+    """Both streams in one, best first, never reading ``pages`` further than what is yielded
+    (``heapq.merge`` reads one ahead: here that would run the next page's ranking query)."""
+    position = 0
+    for item in pages:
+        while position < len(older) and older[position][1] < item[1]:
+            yield older[position]
+            position += 1
+        yield item
+    yield from older[position:]
+
+
+def _collect(collector: _Collector, ranked: Iterable[_Rank], *, chunk: int = CHUNK) -> list[Hit]:
+    """Turn ``(id, bm25)`` pairs, best first, into hits until the collector is full.
+
+    ``chunk`` (rows whose details are read at once) should not exceed a ranking
+    page, so a full collector never costs another ranking query.
+    """
+    stream = iter(ranked)
+    while not collector.full:
+        page = list(itertools.islice(stream, chunk))
+        if not page:
+            break
+        rows = collector.details([event_id for event_id, _ in page])
+        for event_id, rank in page:
             row = rows.get(event_id)
             if row is None:  # deleted by a concurrent refresh between the two queries
                 continue
@@ -303,11 +357,8 @@ def _keyword_pages(
                 event_id, score, row, {"bm25": score, "vector": None, "recency": None, "total": score}
             )
             if collector.full:
-                return collector.hits
-        if len(ranked) < limit:
-            return collector.hits
-        offset += limit
-        limit *= 4
+                break
+    return collector.hits
 
 
 def _ranked(collector: _Collector, ranked: Sequence[Ranked]) -> list[Hit]:

@@ -14,6 +14,7 @@ from korg_bridge.recall.fts import (
     filter_sql,
     keyword_sql,
     like_pattern,
+    older_selective_sql,
     outside_sources_sql,
     query_terms,
     quote_fts,
@@ -178,15 +179,24 @@ def test_keyword_sql_without_filters_does_not_join_events() -> None:
     assert params == ['"foo"', 5, 0]
 
 
-def test_keyword_sql_window_keeps_every_match_of_the_selective_terms() -> None:
-    sql, params = keyword_sql(
-        '"common" OR "rare"', Filters(sources=None), limit=5, min_rowid=900, selective='"rare"'
+def test_keyword_sql_window_is_a_rowid_range() -> None:
+    sql, params = keyword_sql('"common"', Filters(sources=None), limit=5, min_rowid=900)
+    assert "WHERE events_fts MATCH ? AND events_fts.rowid >= ?\n" in sql
+    assert params == ['"common"', 900, 5, 0]
+
+
+def test_older_selective_sql_scores_both_expressions_below_the_window() -> None:
+    (both, both_params), (own, own_params) = older_selective_sql(
+        '"common" OR "rare"', '"rare"', Filters(sources=None, tools=["Bash"]), below=900
     )
-    assert (
-        "WHERE events_fts MATCH ? AND (events_fts.rowid >= ? OR events_fts.rowid IN"
-        " (SELECT rowid FROM events_fts WHERE events_fts MATCH ?))\n"
-    ) in sql
-    assert params == ['"common" OR "rare"', 900, '"rare"', 5, 0]
+    assert both == (
+        "SELECT e.id, bm25(events_fts) AS rank\n"
+        "FROM events_fts JOIN events e ON e.id = events_fts.rowid\n"
+        "WHERE events_fts MATCH ? AND events_fts.rowid < ? AND e.tool IN (?)"
+    )
+    assert both_params == ['("rare") AND ("common" OR "rare")', 900, "Bash"]
+    assert own == both
+    assert own_params == ['"rare"', 900, "Bash"]
 
 
 def test_selective_sql_quotes_the_term_and_stops_counting_past_the_limit() -> None:

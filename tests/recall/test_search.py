@@ -351,3 +351,18 @@ def test_broad_query_still_ranks_an_old_event_holding_a_rare_term(
     hits = run(index, "common zebra", [path], top_n=3)
     assert hits[0].seq == 1  # far older than the newest five, but it holds the rare term
     assert all(h.seq > 35 for h in hits[1:])
+
+
+def test_old_events_holding_a_rare_term_get_exactly_their_full_ranking_score(
+    index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import korg_bridge.recall.fts as fts
+
+    texts = [f"common word number {i}" + (" zebra" * (i % 3) if i % 5 == 0 else "") for i in range(1, 61)]
+    records = [record(i, "Bash", text) for i, text in enumerate(texts, start=1)]
+    path = write(tmp_path / "broad.jsonl", *records)
+    full = [(h.ref, h.score) for h in run(index, "zebra common", [path], top_n=12, min_score=0)]
+    monkeypatch.setattr(fts, "RANK_WINDOW", 4)
+    monkeypatch.setattr(fts, "SELECTIVE_MAX_DF", 20)  # zebra (8 events) is selective, common (60) is not
+    windowed = [(h.ref, h.score) for h in run(index, "zebra common", [path], top_n=12, min_score=0)]
+    assert windowed[:8] == full[:8]  # every zebra event, old or new, scored as by a full ranking

@@ -16,9 +16,11 @@ the worker stopped, with a warning — the index ends the same either way.
 
 The worker is this module run as ``python -m korg_bridge.recall.worker``: no
 shell, stdin carries the work list, stdout the batches, stderr is discarded
-(failures come back as a message frame), and it has its own session, so a
-Ctrl-C aimed at the indexing process does not print a worker traceback; when
-that process goes away the worker's next write fails and it exits.
+(failures come back as a message frame). It stays in the indexing process's
+process group, so whoever ends that group (the bridge on a timeout or a
+cancelled call) ends the worker too; it ignores SIGINT, leaving a Ctrl-C to
+the indexing process, which stops it. When that process goes away anyhow, the
+worker's next write fails and it exits.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import logging
 import os
 import pickle
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -115,7 +118,6 @@ def _from_worker(work: Sequence[Work], batch_bytes: int) -> Iterator[Batch]:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,
             env=env,
         )
     except OSError as exc:
@@ -199,6 +201,7 @@ def _send(out: IO[bytes], item: Any) -> None:
 
 
 def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the indexing process, which stops us
     out = sys.stdout.buffer
     try:
         request = pickle.load(sys.stdin.buffer)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -185,11 +187,19 @@ def test_worker_that_fails_midway_loses_no_event_and_duplicates_none(
 
 
 def _gone(pid: int) -> bool:
+    """Not running: no such process, or a zombie an init that reaps slowly has not collected."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except FileNotFoundError:
         return True
-    return False
+    except OSError:  # no /proc: ask the kernel, zombies included
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] in (b"Z", b"X")
 
 
 def test_refresh_stopped_early_ends_its_worker_at_once(
@@ -225,3 +235,43 @@ def test_small_refresh_parses_in_process(
     with caplog.at_level(logging.WARNING), Index(tmp_path / "index.sqlite") as index:
         assert index.refresh([ledgers]).events_added > 0
     assert "worker" not in caplog.text
+
+
+def test_ending_the_indexing_process_group_ends_its_worker(tmp_path: Path, ledgers: Path) -> None:
+    # What the bridge does to a korg-recall call that times out or is cancelled.
+    pidfile = tmp_path / "worker.pid"
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from korg_bridge.recall.index import Index\n"
+        f"sys.executable = {str(FAULTY_WORKER)!r}\n"
+        f"index = Index(Path({str(tmp_path / 'index.sqlite')!r}))\n"
+        f"index.batch_bytes, index.worker_min_bytes = {SMALL_BATCH}, 0\n"
+        f"index.refresh([Path({str(ledgers)!r})])\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "FAULTY_WORKER_MODE": "stall",
+        "FAULTY_WORKER_AFTER": "1",
+        "FAULTY_WORKER_PIDFILE": str(pidfile),
+    }
+    indexer = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists():
+            assert indexer.poll() is None and time.monotonic() < deadline, "the worker never started"
+            time.sleep(0.02)
+        worker_pid = int(pidfile.read_text())
+        os.killpg(indexer.pid, signal.SIGKILL)
+        indexer.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while not _gone(worker_pid):
+            assert time.monotonic() < deadline, "the worker outlived its process group"
+            time.sleep(0.02)
+    finally:
+        if indexer.poll() is None:
+            indexer.kill()
+            indexer.wait(timeout=10)

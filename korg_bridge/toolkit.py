@@ -70,9 +70,36 @@ class Command:
         return entry
 
 
+def _terminal_width() -> int:
+    """What ``shutil.get_terminal_size`` would say (``COLUMNS``, else the terminal, else 80)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return columns
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, minus its ``import shutil`` (and bz2, lzma) to learn the
+    terminal width: argparse builds one per ``add_argument``, and a fresh korg-recall
+    process per tool call would pay ~4 ms for a width no call prints."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_terminal_width() - 2)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage and exiting, so every
     error goes through the one handler and stays one line."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message}. See '{self.prog} --help'.")

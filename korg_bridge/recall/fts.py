@@ -134,7 +134,7 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-RANK_WINDOW = 20_000
+RANK_WINDOW = 10_000
 """Of the events holding only common query terms, at most this many of the newest are ranked.
 
 Computing ``bm25()`` costs time per matching row (an FTS5 doclist walk plus a

@@ -125,8 +125,9 @@ def _from_worker(work: Sequence[Work], batch_bytes: int) -> Iterator[Batch]:
     assert proc.stdin is not None and proc.stdout is not None
     try:
         _grow_pipe(proc.stdout.fileno())
+        request = pickle.dumps({"work": list(work), "batch_bytes": batch_bytes}, pickle.HIGHEST_PROTOCOL)
         try:
-            pickle.dump({"work": list(work), "batch_bytes": batch_bytes}, proc.stdin, pickle.HIGHEST_PROTOCOL)
+            _write_all(proc.stdin.fileno(), request)
             proc.stdin.close()
         except OSError as exc:
             raise _WorkerFailed(f"it would not take its work: {exc}") from exc
@@ -160,6 +161,27 @@ def _grow_pipe(fd: int) -> None:
     if setsize is not None:
         with contextlib.suppress(OSError):
             fcntl.fcntl(fd, setsize, PIPE_BYTES)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` to the worker's stdin, giving up after :data:`FRAME_TIMEOUT_S`.
+
+    A work list of thousands of files is bigger than a pipe: a worker that
+    never reads it (stuck before its first line) must not hang the refresh.
+    """
+    os.set_blocking(fd, False)
+    deadline = time.monotonic() + FRAME_TIMEOUT_S
+    view = memoryview(data)
+    while view:
+        remaining = deadline - time.monotonic()
+        ready = select.select([], [fd], [], max(0.0, remaining))[1] if remaining > 0 else []
+        if not ready:
+            raise _WorkerFailed(f"it took no work for {FRAME_TIMEOUT_S:g} s")
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            continue
+        view = view[written:]
 
 
 def _read_exact(fd: int, size: int) -> bytes | None:

@@ -275,3 +275,22 @@ def test_ending_the_indexing_process_group_ends_its_worker(tmp_path: Path, ledge
         if indexer.poll() is None:
             indexer.kill()
             indexer.wait(timeout=10)
+
+
+def test_worker_that_never_reads_its_work_does_not_hang_the_refresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Many files with long names: a work list bigger than a pipe holds.
+    root = tmp_path / "many"
+    root.mkdir()
+    for number in range(400):
+        (root / f"{'x' * 200}-{number}.jsonl").write_text(_ledger(2))
+    monkeypatch.setattr(sys, "executable", str(FAULTY_WORKER))
+    monkeypatch.setattr(worker_module, "FRAME_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("FAULTY_WORKER_MODE", "deaf")
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING), Index(tmp_path / "index.sqlite") as index:
+        index.worker_min_bytes = 0
+        assert index.refresh([root]).events_added == 800
+    assert time.monotonic() - started < 30
+    assert "took no work" in caplog.text

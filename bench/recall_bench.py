@@ -1059,6 +1059,22 @@ def score_golden(modes: Sequence[str], workdir: Path) -> list[Quality]:
     return out
 
 
+def model_note() -> str:
+    """Which model the semantic rows used, and what in hybrid was tuned on this very set."""
+    from korg_bridge.recall.embed import resolve_model
+    from korg_bridge.recall.semantic import HYBRID_BM25_HALF_SCORE
+
+    spec = resolve_model(os.environ)
+    model = spec.model_id if spec is not None else "unknown"
+    return (
+        f"Semantic and hybrid rows use the embedding model `{model}`"
+        f"{' (from `KORG_RECALL_MODEL_DIR`)' if os.environ.get('KORG_RECALL_MODEL_DIR') else ''}. "
+        f"Hybrid's BM25 term `r/(r+{HYBRID_BM25_HALF_SCORE:g})` was chosen on this golden set (two-fold: "
+        "each half of the targets picked the same value; see `korg_bridge/recall/semantic.py`), so the "
+        "hybrid reworded row is not a held-out figure."
+    )
+
+
 def semantic_available(workdir: Path) -> tuple[bool, str]:
     """Whether ``--mode semantic`` runs here; exit 7 means no embedding model (dependency missing)."""
     recall = Recall(workdir / "probe-index" / "index.sqlite", GOLDEN / "ledger")
@@ -1363,6 +1379,8 @@ def main(argv: list[str] | None = None) -> int:
             golden.must("index")
             embed(golden)
         qualities = score_golden(modes, workdir)
+        if semantic:
+            report.notes.append(model_note())
         results = []
         for events in sizes:
             size_modes = ["substring", "keyword"]

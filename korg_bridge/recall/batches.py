@@ -27,6 +27,7 @@ from korg_bridge.recall.timeparse import iso_to_epoch
 __all__ = [
     "BATCH_BYTES",
     "MAX_STORED_JSON",
+    "ROW_COLUMNS",
     "TOOL_USE_COLUMN",
     "WORKER_MIN_BYTES",
     "Batch",
@@ -61,6 +62,11 @@ Work = tuple[str, FileState, SourceRow | None]
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 """One encoder for every row: ``json.dumps`` with options builds a new one per call."""
 
+ROW_COLUMNS = (
+    '"offset", seq, shape, session, agent, tool, args, result, success,'
+    " timestamp, ts, triggered_by, extra, tool_use_id, text"
+)
+"""The ``events`` columns of an :func:`event_row` tuple, in its order (for INSERT and SELECT)."""
 TOOL_USE_COLUMN = 13
 """Position of ``tool_use_id`` in an :func:`event_row` tuple."""
 

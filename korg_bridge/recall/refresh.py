@@ -27,6 +27,7 @@ from typing import Any
 
 from korg_bridge.recall.batches import (
     BATCH_BYTES,
+    ROW_COLUMNS,
     TOOL_USE_COLUMN,
     WORKER_MIN_BYTES,
     Batch,
@@ -41,7 +42,6 @@ from korg_bridge.recall.batches import (
     read_batches,
     success_int,
 )
-from korg_bridge.recall.event import Event
 from korg_bridge.recall.shapes import ResultPatch
 from korg_bridge.recall.sources import list_file_paths, stat_file
 from korg_bridge.recall.text import flatten
@@ -53,11 +53,7 @@ logger = logging.getLogger(__name__)
 STALE_RETRIES = 3
 """Times a file another process was indexing at the same moment is re-read from its new state."""
 
-INSERT_EVENT = (
-    'INSERT INTO events (source_id, "offset", seq, shape, session, agent, tool, args, result, success,'
-    " timestamp, ts, triggered_by, extra, tool_use_id, text)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+INSERT_EVENT = f"INSERT INTO events (source_id, {ROW_COLUMNS}) VALUES (?{', ?' * 15})"
 SOURCE_STATE = 'SELECT id, inode, dev, "offset", line_no FROM sources WHERE path = ?'
 
 
@@ -305,23 +301,13 @@ class Refresher:
     def _patch_stored(conn: sqlite3.Connection, source_id: int, path: str, patch: ResultPatch) -> bool:
         """Apply ``patch`` to its already indexed event (text and FTS row too); False if there is none."""
         found = conn.execute(
-            'SELECT id, "offset", seq, shape, tool, args, extra, text FROM events'
-            " WHERE source_id = ? AND tool_use_id = ? ORDER BY id DESC LIMIT 1",
+            f"SELECT id, {ROW_COLUMNS} FROM events WHERE source_id = ? AND tool_use_id = ? ORDER BY id DESC LIMIT 1",
             (source_id, patch.tool_use_id),
         ).fetchone()
         if found is None:
             return False
-        event_id, offset, seq, shape, tool, args, extra, old_text = found
-        event = Event(
-            source=path,
-            offset=offset,
-            seq=seq,
-            shape=shape,
-            tool=tool,
-            args=load_json(args),
-            extra=load_json(extra) or {},
-        )
-        event = patched(event, patch)
+        event_id, row, old_text = found[0], found[1:], found[-1]
+        event = patched(event_from_row(path, row), patch)
         text = flatten(event)
         conn.execute(
             "INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', ?, ?)", (event_id, old_text)

@@ -225,6 +225,19 @@ def test_refresh_stopped_early_ends_its_worker_at_once(
     assert _gone(int(pidfile.read_text()))
 
 
+def test_a_frozen_application_parses_in_process(
+    tmp_path: Path, ledgers: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(sys, "frozen", True, raising=False)  # as PyInstaller and cx_Freeze set it
+    monkeypatch.setattr(sys, "executable", str(FAULTY_WORKER))  # any start would be seen
+    monkeypatch.setenv("FAULTY_WORKER_MODE", "error")
+    monkeypatch.setenv("FAULTY_WORKER_AFTER", "0")
+    with caplog.at_level(logging.WARNING), Index(tmp_path / "index.sqlite") as index:
+        index.worker_min_bytes = 0
+        assert index.refresh([ledgers]).events_added > 0
+    assert "worker" not in caplog.text
+
+
 def test_small_refresh_parses_in_process(
     tmp_path: Path, ledgers: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

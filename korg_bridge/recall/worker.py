@@ -10,7 +10,8 @@ bounded by a slice or two).
 
 It is only an accelerator. Small refreshes (a query's few appended lines)
 stay in process, where starting an interpreter would cost more than it saves;
-so do machines with one CPU and frozen applications (no interpreter to start). If the worker cannot start, dies, stalls or
+so do machines with one CPU, frozen applications (no interpreter to start)
+and systems other than POSIX. If the worker cannot start, dies, stalls or
 says anything unexpected, the rest of the work is read in process from where
 the worker stopped, with a warning — the index ends the same either way.
 
@@ -84,8 +85,15 @@ def parsed_batches(
     the worker at once instead of at garbage collection.
     """
     total = sum(plan(row, state)[3] for _path, state, row in work)
-    # A frozen app's executable is the app itself, not an interpreter that takes ``-m``.
-    if total < min_bytes or _cpus() < 2 or not sys.executable or getattr(sys, "frozen", False):
+    # A frozen app's executable is the app itself, not an interpreter that takes ``-m``;
+    # off POSIX, select() does not take pipes.
+    if (
+        total < min_bytes
+        or _cpus() < 2
+        or not sys.executable
+        or getattr(sys, "frozen", False)
+        or os.name != "posix"
+    ):
         yield from read_batches(work, batch_bytes)
         return
     done: set[str] = set()

@@ -59,8 +59,11 @@ SourceRow = tuple[Any, ...]
 Work = tuple[str, FileState, SourceRow | None]
 """One file to read: its absolute path, its current stat, and its stored state (None: new file)."""
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
-"""One encoder for every row: ``json.dumps`` with options builds a new one per call."""
+_encode = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), default=str, check_circular=False
+).encode
+"""One encoder for every row: ``json.dumps`` with options builds a new one per call. No cycle
+check (10 % of an encode): every value stored comes from parsed JSON, which has none."""
 
 ROW_COLUMNS = (
     '"offset", seq, shape, session, agent, tool, args, result, success,'

@@ -8,7 +8,6 @@ call then gets an explicit env mapping.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -18,20 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
+from _models import MODEL_DIR, lay_out_hub_cache, needs_fastembed, needs_model
 
 from korg_bridge.errors import DependencyMissing
 from korg_bridge.recall import embed
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL_DIR = os.environ.get("KORG_RECALL_MODEL_DIR", "")
-HAVE_FASTEMBED = importlib.util.find_spec("fastembed") is not None
-
-needs_model = pytest.mark.skipif(
-    not (MODEL_DIR and Path(MODEL_DIR).is_dir() and HAVE_FASTEMBED),
-    reason="needs KORG_RECALL_MODEL_DIR (build it: python .ci/build_model_dir.py DIR) "
-    "and the [semantic] extra (pip install -e '.[semantic]')",
-)
-needs_fastembed = pytest.mark.skipif(not HAVE_FASTEMBED, reason="needs the [semantic] extra (fastembed)")
 
 # A subprocess must import the checkout under test, whether or not it is installed.
 SUBPROCESS_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -185,21 +176,7 @@ def test_a_corrupt_model_file_is_a_dependency_error_not_a_crash(tmp_path: Path) 
 
 @needs_model
 def test_pull_records_a_cached_named_model_that_then_loads_offline(tmp_path: Path) -> None:
-    # Lay the model out as a huggingface_hub cache holds fastembed's
-    # sentence-transformers/all-MiniLM-L6-v2 download: pull then finds it without the network.
-    repo = tmp_path / "korg-recall" / "models" / "models--Qdrant--all-MiniLM-L6-v2-onnx"
-    snapshot = repo / "snapshots" / "0123abcd"
-    snapshot.mkdir(parents=True)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text("0123abcd", encoding="utf-8")
-    for name in (
-        "model.onnx",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "config.json",
-        "special_tokens_map.json",
-    ):
-        shutil.copyfile(Path(MODEL_DIR) / name, snapshot / name)
+    snapshot = lay_out_hub_cache(tmp_path / "korg-recall" / "models")
     env = {"XDG_CACHE_HOME": str(tmp_path), embed.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2"}
 
     assert embed.model_available(env) is False

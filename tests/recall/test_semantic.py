@@ -8,10 +8,8 @@ before the autouse fixture tidies the environment). The tests of what happens
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -20,19 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _models import HAVE_MODEL, MODEL_DIR, lay_out_hub_cache, needs_model
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall import cli
 from korg_bridge.recall.semantic import Weights, parse_weights
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL_DIR = os.environ.get("KORG_RECALL_MODEL_DIR", "")
-HAVE_MODEL = bool(MODEL_DIR and Path(MODEL_DIR).is_dir() and importlib.util.find_spec("fastembed"))
-needs_model = pytest.mark.skipif(
-    not HAVE_MODEL,
-    reason="needs KORG_RECALL_MODEL_DIR (build it: python .ci/build_model_dir.py DIR) "
-    "and the [semantic] extra (pip install -e '.[semantic]')",
-)
 HEAVY = ("numpy", "fastembed", "onnxruntime", "tokenizers")
 
 TARGET = "postgres container is not ready when migrations start"
@@ -439,20 +431,7 @@ def test_hybrid_ranks_events_without_vectors_by_keywords(ledgers: Path, tmp_path
 def test_model_pull_records_a_cached_model_and_reports_its_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # fastembed's hub cache layout for this model, so the pull finds it without the network.
-    repo = tmp_path / "cache" / "korg-recall" / "models" / "models--Qdrant--all-MiniLM-L6-v2-onnx"
-    snapshot = repo / "snapshots" / "0123abcd"
-    snapshot.mkdir(parents=True)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text("0123abcd", encoding="utf-8")
-    for name in (
-        "model.onnx",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "config.json",
-        "special_tokens_map.json",
-    ):
-        shutil.copyfile(Path(MODEL_DIR) / name, snapshot / name)
+    snapshot = lay_out_hub_cache(tmp_path / "cache" / "korg-recall" / "models")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("KORG_RECALL_MODEL_DIR")
     code, out, err = run(capsys, "model", "pull", "--model", "sentence-transformers/all-MiniLM-L6-v2")

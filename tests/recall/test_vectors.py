@@ -9,9 +9,7 @@ fast and exactly; the tests marked ``needs_model`` use the real offline model
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import os
 import shutil
 import sqlite3
 import time
@@ -24,18 +22,12 @@ import pytest
 pytest.importorskip("numpy", reason="vector storage needs the [semantic] extra (numpy)")
 
 import numpy as np
+from _models import MODEL_DIR, needs_model
 from numpy.typing import NDArray
 
 from korg_bridge.recall import embed, vectors
 from korg_bridge.recall.index import Index
 from korg_bridge.recall.migrations import MIGRATIONS, migrate
-
-MODEL_DIR = os.environ.get("KORG_RECALL_MODEL_DIR", "")
-needs_model = pytest.mark.skipif(
-    not (MODEL_DIR and Path(MODEL_DIR).is_dir() and importlib.util.find_spec("fastembed")),
-    reason="needs KORG_RECALL_MODEL_DIR (build it: python .ci/build_model_dir.py DIR) "
-    "and the [semantic] extra (pip install -e '.[semantic]')",
-)
 
 
 class HashEmbedder:

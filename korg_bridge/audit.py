@@ -35,7 +35,6 @@ never fail the tool call it describes.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -301,20 +300,34 @@ class AuditLog:
         from cancellation, so a call cancelled while being recorded is still
         recorded whole.
         """
-        work = functools.partial(
-            self._record_sync,
-            command_id=command_id,
-            tool_name=tool_name,
-            arguments=arguments,
-            success=success,
-            exit_code=exit_code,
-            output=output,
-            duration_ms=duration_ms,
-            reason=reason,
-        )
+
+        def write() -> dict[str, Any]:
+            preview, truncated = output_preview(output)
+            result: dict[str, Any] = {
+                "exit_code": exit_code,
+                "output_bytes": len(output.encode("utf-8", "surrogatepass")),
+                "output": preview,
+                "output_truncated": truncated,
+            }
+            if reason is not None:
+                result["reason"] = redact(reason)[0]
+            fields: dict[str, Any] = {
+                "source_agent": SOURCE_AGENT,
+                "tool_name": command_id,
+                "args": redact_arguments(arguments),
+                "result": result,
+                "success": bool(success),
+                "duration_ms": int(duration_ms),
+                "timestamp": _utc_now(),
+            }
+            if self.binary is not None:
+                fields["binary"] = self.binary
+            fields["mcp_tool"] = tool_name
+            return self._append(fields)
+
         try:
             with anyio.CancelScope(shield=True):
-                event = await anyio.to_thread.run_sync(work)
+                event = await anyio.to_thread.run_sync(write)
         except Exception as exc:  # the audit must never break the call it describes
             logger.error(
                 "audit log %s: could not record the call of %s: %s: %s",
@@ -325,41 +338,6 @@ class AuditLog:
             )
             return {}
         return event
-
-    def _record_sync(
-        self,
-        *,
-        command_id: str,
-        tool_name: str,
-        arguments: Mapping[str, Any] | None,
-        success: bool,
-        exit_code: int | None,
-        output: str,
-        duration_ms: int,
-        reason: str | None,
-    ) -> dict[str, Any]:
-        preview, truncated = output_preview(output)
-        result: dict[str, Any] = {
-            "exit_code": exit_code,
-            "output_bytes": len(output.encode("utf-8", "surrogatepass")),
-            "output": preview,
-            "output_truncated": truncated,
-        }
-        if reason is not None:
-            result["reason"] = redact(reason)[0]
-        fields: dict[str, Any] = {
-            "source_agent": SOURCE_AGENT,
-            "tool_name": command_id,
-            "args": redact_arguments(arguments),
-            "result": result,
-            "success": bool(success),
-            "duration_ms": int(duration_ms),
-            "timestamp": _utc_now(),
-        }
-        if self.binary is not None:
-            fields["binary"] = self.binary
-        fields["mcp_tool"] = tool_name
-        return self._append(fields)
 
     def _append(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """The one write path: ``fields`` chained and appended by :class:`LedgerWriter`.

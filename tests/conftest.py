@@ -8,10 +8,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _sqlite import close_all
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_BINS = REPO / "fixture_bins"
 PEERS = REPO.parent / "shared" / "peers"
+
+
+@pytest.fixture(autouse=True)
+def _close_sqlite_connections() -> Iterator[None]:
+    """Close what ``_sqlite.connect`` opened: an unclosed connection is a ResourceWarning, an error here."""
+    yield
+    close_all()
 
 
 @pytest.fixture

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
-
 import pytest
+from _sqlite import connect
 
 from korg_bridge.recall.fts import (
     SELECTIVE_MAX_DF,
@@ -21,22 +19,6 @@ from korg_bridge.recall.fts import (
     selective_sql,
     substring_sql,
 )
-
-_OPENED: list[sqlite3.Connection] = []
-
-
-def _memory() -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:")
-    _OPENED.append(conn)
-    return conn
-
-
-@pytest.fixture(autouse=True)
-def _close_connections() -> Iterator[None]:
-    yield
-    while _OPENED:
-        _OPENED.pop().close()
-
 
 NASTY = [
     "foo NOT bar",
@@ -94,7 +76,7 @@ def test_terms_are_lower_cased_and_distinct() -> None:
 
 @pytest.mark.parametrize("query", NASTY)
 def test_quoted_query_is_always_valid_fts5(query: str) -> None:
-    conn = _memory()
+    conn = connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61 remove_diacritics 2')")
     conn.execute("INSERT INTO t (text) VALUES ('foo not bar col val prefix secret hello')")
     match = quote_fts(query)
@@ -130,7 +112,7 @@ def test_outside_sources_sql_finds_a_file_the_call_does_not_cover() -> None:
     sql, params = outside_sources_sql(["/l"])
     assert sql == "SELECT path FROM sources WHERE NOT (path = ? OR substr(path, 1, ?) = ?) LIMIT 1"
     assert params == ["/l", 3, "/l/"]
-    conn = _memory()
+    conn = connect(":memory:")
     conn.execute("CREATE TABLE sources (path TEXT)")
     conn.executemany("INSERT INTO sources VALUES (?)", [("/l/a.jsonl",), ("/l",), ("/lx/b.jsonl",)])
     assert conn.execute(sql, params).fetchall() == [("/lx/b.jsonl",)]
@@ -225,7 +207,7 @@ def test_substring_sql_likes_ascii_terms_and_orders_shortest_first() -> None:
 
 def test_like_pattern_makes_wildcards_literal() -> None:
     assert like_pattern("a_b%c\\d") == "%a\\_b\\%c\\\\d%"
-    conn = _memory()
+    conn = connect(":memory:")
     rows = conn.execute(
         "SELECT x FROM (SELECT 'a_b' AS x UNION SELECT 'axb') WHERE x LIKE ? ESCAPE '\\'",
         (like_pattern("a_b"),),

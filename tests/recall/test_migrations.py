@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _sqlite import connect
 
 from korg_bridge.recall.migrations import MIGRATIONS, Migration, SchemaMismatch, applied, migrate
-
-_OPENED: list[sqlite3.Connection] = []
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
-    _OPENED.append(conn)
-    return conn
-
-
-@pytest.fixture(autouse=True)
-def _close_connections() -> Iterator[None]:
-    yield
-    while _OPENED:
-        _OPENED.pop().close()
 
 
 def _schema(conn: sqlite3.Connection) -> dict[str, str]:
@@ -34,7 +19,7 @@ def _schema(conn: sqlite3.Connection) -> dict[str, str]:
 
 
 def test_blank_database_gets_every_table_index_and_the_fts_table(tmp_path: Path) -> None:
-    conn = _connect(tmp_path / "index.sqlite")
+    conn = connect(tmp_path / "index.sqlite", isolation_level=None)
     assert migrate(conn) == [name for name, _ in MIGRATIONS]
     schema = _schema(conn)
     for table in ("_migrations", "sources", "events", "events_fts", "pending_patches", "meta"):
@@ -53,14 +38,14 @@ def test_blank_database_gets_every_table_index_and_the_fts_table(tmp_path: Path)
 
 
 def test_fts_buffers_large_segments_where_sqlite_allows_it(tmp_path: Path) -> None:
-    conn = _connect(tmp_path / "index.sqlite")
+    conn = connect(tmp_path / "index.sqlite", isolation_level=None)
     migrate(conn)
     config = dict(conn.execute("SELECT k, v FROM events_fts_config").fetchall())
     assert config.get("hashsize", 16 * 1024 * 1024) == 16 * 1024 * 1024
 
 
 def test_events_table_has_the_columns_search_and_show_rely_on(tmp_path: Path) -> None:
-    conn = _connect(tmp_path / "index.sqlite")
+    conn = connect(tmp_path / "index.sqlite", isolation_level=None)
     migrate(conn)
     columns = [row[1] for row in conn.execute("PRAGMA table_info(events)")]
     assert columns == [
@@ -100,18 +85,18 @@ def test_events_table_has_the_columns_search_and_show_rely_on(tmp_path: Path) ->
 
 def test_migrations_are_recorded_in_order_and_not_applied_twice(tmp_path: Path) -> None:
     path = tmp_path / "index.sqlite"
-    migrate(_connect(path))
-    conn = _connect(path)
+    migrate(connect(path, isolation_level=None))
+    conn = connect(path, isolation_level=None)
     assert applied(conn) == [name for name, _ in MIGRATIONS]
     assert migrate(conn) == []
 
 
 def test_blank_database_has_no_applied_migrations(tmp_path: Path) -> None:
-    assert applied(_connect(tmp_path / "index.sqlite")) == []
+    assert applied(connect(tmp_path / "index.sqlite", isolation_level=None)) == []
 
 
 def test_unknown_migration_name_means_a_newer_or_foreign_schema(tmp_path: Path) -> None:
-    conn = _connect(tmp_path / "index.sqlite")
+    conn = connect(tmp_path / "index.sqlite", isolation_level=None)
     migrate(conn)
     conn.execute("INSERT INTO _migrations (name, applied_at) VALUES ('m999_from_the_future', 'now')")
     with pytest.raises(SchemaMismatch, match="m999_from_the_future"):
@@ -123,7 +108,7 @@ def test_failing_migration_is_rolled_back_and_not_recorded(tmp_path: Path) -> No
         conn.execute("CREATE TABLE half_done (x)")
         raise RuntimeError("boom")
 
-    conn = _connect(tmp_path / "index.sqlite")
+    conn = connect(tmp_path / "index.sqlite", isolation_level=None)
     steps: list[Migration] = [("m001_ok", ("CREATE TABLE ok (x)",)), ("m002_broken", broken)]
     with pytest.raises(RuntimeError):
         migrate(conn, steps)
@@ -135,6 +120,6 @@ def test_failing_migration_is_rolled_back_and_not_recorded(tmp_path: Path) -> No
 
 
 def test_new_migrations_apply_on_top_of_old_ones(tmp_path: Path) -> None:
-    conn = _connect(tmp_path / "index.sqlite")
+    conn = connect(tmp_path / "index.sqlite", isolation_level=None)
     migrate(conn, MIGRATIONS[:1])
     assert migrate(conn) == [name for name, _ in MIGRATIONS[1:]]

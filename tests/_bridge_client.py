@@ -28,6 +28,31 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_BINS = REPO / "fixture_bins"
 THUMP = FIXTURE_BINS / "thump"
+
+THUMP_SKIPPED = frozenset(
+    {
+        "thump.bad id!",
+        "thump..empty",
+        "thump.-dash",
+        "thump.badprop",
+        "thump.dashprop",
+        "thump.badschema",
+        "thump.notobject",
+    }
+)
+"""The callables of thump's document the bridge must skip (bad ids, bad schemas)."""
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+"""A raw MCP ``initialize`` request, for tests that speak JSON-RPC without the SDK client."""
 BROKEN = FIXTURE_BINS / "broken"
 
 MARKER_VAR = "BRIDGE_TEST_MARKER"

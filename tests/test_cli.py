@@ -20,7 +20,17 @@ import anyio
 import anyio.abc
 import jsonschema
 import pytest
-from _bridge_client import BROKEN, REPO, THUMP, child_env, is_dead, read_pid, wait_dead, wait_for_file
+from _bridge_client import (
+    BROKEN,
+    INITIALIZE,
+    REPO,
+    THUMP,
+    child_env,
+    is_dead,
+    read_pid,
+    wait_dead,
+    wait_for_file,
+)
 from conftest import python_env
 
 from korg_bridge import __version__
@@ -149,18 +159,6 @@ def test_a_closed_stdout_pipe_exits_quietly() -> None:
     _, err = proc.communicate(timeout=RUN_BOUND)
     assert proc.returncode == 0, err
     assert b"Traceback" not in err and b"BrokenPipeError" not in err
-
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
 
 
 async def _read_line(stream: anyio.abc.ByteReceiveStream, buffer: bytearray) -> bytes:

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from _bridge_client import INITIALIZE
 from anyio.abc import Process
 from conftest import FIXTURE_BINS, REPO, python_env
 from mcp import Client
@@ -51,16 +52,6 @@ BOUND = 20.0
 """Seconds any one wait in these tests may take before it fails instead of hanging."""
 
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "0"},
-    },
-}
 URL_PATTERN = re.compile(r"http://\S+/mcp")
 
 

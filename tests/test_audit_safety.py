@@ -78,7 +78,7 @@ async def record(audit: AuditLog, arguments: Any) -> dict[str, Any]:
 # --- what counts as a ledger ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", [[]], ids=["server"])
+@pytest.mark.parametrize("mode", [[], ["--list-tools"]], ids=["server", "list-tools"])
 @pytest.mark.parametrize("newline", [b"", b"\n"], ids=["unterminated", "terminated"])
 def test_a_minified_json_file_over_64_kib_is_refused_with_exit_3_and_left_whole(
     tmp_path: Path, mode: list[str], newline: bytes
@@ -95,7 +95,7 @@ def test_a_minified_json_file_over_64_kib_is_refused_with_exit_3_and_left_whole(
     assert side_files(path) == []
 
 
-@pytest.mark.parametrize("mode", [[]], ids=["server"])
+@pytest.mark.parametrize("mode", [[], ["--list-tools"]], ids=["server", "list-tools"])
 @pytest.mark.parametrize("shape", ["deep-last-line", "deep-only-line"])
 def test_a_100k_deep_line_is_a_clear_refusal_with_exit_3(tmp_path: Path, mode: list[str], shape: str) -> None:
     path = tmp_path / "audit.jsonl"

@@ -61,18 +61,6 @@ def resolve_binary(binary: str, *, env: Mapping[str, str] | None = None) -> str:
     return str(Path(found).resolve())
 
 
-def not_introspect(label: str, what: str) -> DocumentError:
-    """The error for a binary that does not answer ``--introspect`` with a document (exit code 3).
-
-    It is worded for the usual cause, a binary that is not introspect-aware
-    at all (``korg-bridge ls``), and quotes what the binary did.
-    """
-    return DocumentError(
-        f"{label} is not a korg:introspect@v1 binary (`{label} --introspect` {what}). "
-        "Pass a binary that prints a korg:introspect@v1 document for --introspect."
-    )
-
-
 def decode_document(raw: bytes, *, label: str, path: str | None = None) -> Document:
     """Parse the bytes a binary printed for ``--introspect``.
 
@@ -148,3 +136,15 @@ async def discover(
             detail = f": {stderr}" if stderr else ""
             raise not_introspect(label, f"exited {result.returncode} and printed no JSON{detail}") from exc
         raise
+
+
+def not_introspect(label: str, what: str) -> DocumentError:
+    """The error for a binary that does not answer ``--introspect`` with a document (exit code 3).
+
+    It is worded for the usual cause, a binary that is not introspect-aware
+    at all (``korg-bridge ls``), and quotes what the binary did.
+    """
+    return DocumentError(
+        f"{label} is not a korg:introspect@v1 binary (`{label} --introspect` {what}). "
+        "Pass a binary that prints a korg:introspect@v1 document for --introspect."
+    )

@@ -11,7 +11,7 @@ An entry is the flat journal shape of the conformance vectors::
     schema_version, seq_id,                  (the writer's)
     source_agent   "agent:korg-bridge@VERSION"
     tool_name      the callable's command_id (what recall filters on)
-    args           the MCP arguments, secrets redacted
+    args           the MCP arguments, bounded (see bound_arguments), secrets redacted
     result         {exit_code, output_bytes, output, output_truncated[, reason]}
     success, duration_ms,
     timestamp      ISO-8601 UTC with Z, millisecond precision, taken when the call is recorded
@@ -22,6 +22,13 @@ An entry is the flat journal shape of the conformance vectors::
 ``result.output`` is the first :data:`OUTPUT_PREVIEW_BYTES` of the text the
 agent saw: enough to tell what happened, small enough that a chatty tool
 cannot bloat the ledger. ``output_bytes`` is the size of the whole text.
+Arguments are bounded the same way: a value over :data:`ARGUMENT_MAX_BYTES`
+or nested deeper than :data:`ARGUMENT_MAX_DEPTH` is replaced by a marker, so
+every entry stays small whatever a client sends.
+
+The path itself is checked before anything is written (:func:`check_audit_path`):
+a file that is not empty and not a korg-ledger@v1 chain is refused, never
+repaired, because repairing means cutting its last line.
 
 Secrets never reach the file. The value of any property whose name has a
 secret-like part (see :func:`is_secret_name`) becomes ``[redacted]``, and
@@ -35,6 +42,8 @@ never fail the tool call it describes.
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import logging
 import os
@@ -51,14 +60,21 @@ import anyio.to_thread
 from korg_bridge._version import __version__
 from korg_bridge.errors import ConfigError
 from korg_bridge.ledger import LedgerWriter
+from korg_bridge.ledgerfile import check_ledger_file
 from korg_bridge.recall.redact import REDACTED, redact
 
 __all__ = [
+    "ARGUMENTS_MAX_BYTES",
+    "ARGUMENT_MAX_BYTES",
+    "ARGUMENT_MAX_DEPTH",
     "ENV_AUDIT",
     "ENV_LEDGER_KEY",
     "OUTPUT_PREVIEW_BYTES",
     "SOURCE_AGENT",
     "AuditLog",
+    "audit_path",
+    "bound_arguments",
+    "check_audit_path",
     "is_secret_name",
     "redact_arguments",
 ]
@@ -76,8 +92,15 @@ OUTPUT_PREVIEW_BYTES = 2048
 _REDACT_MARGIN_CHARS = 4096
 """Text redacted beyond the preview, so a secret that straddles the preview's end
 is still seen whole (and matched) by the credential patterns."""
-_HEAD_BYTES = 64 * 1024
-"""Bytes read to check that an existing file is a ledger: covers any normal first line."""
+ARGUMENT_MAX_BYTES = 16 * 1024
+"""Largest argument value written whole (its compact JSON form, UTF-8); a bigger one becomes a marker."""
+ARGUMENTS_MAX_BYTES = 64 * 1024
+"""Largest ``args`` object written whole, after each value was bounded; beyond it ``args`` is a marker."""
+ARGUMENT_MAX_DEPTH = 32
+"""Nesting kept per argument value; deeper containers become a marker, so neither redaction nor
+hashing can reach the interpreter's recursion limit."""
+MARKER_PREVIEW_BYTES = 1024
+"""Text a marker keeps of what it replaced."""
 
 _SECRET_PARTS = frozenset(
     {
@@ -188,55 +211,109 @@ def _utc_now() -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def _is_chained_line(raw: bytes) -> bool:
-    try:
-        obj = json.loads(raw)
-    except ValueError:
-        return False
-    seq = obj.get("seq_id") if isinstance(obj, dict) else None
-    return isinstance(seq, int) and not isinstance(seq, bool) and isinstance(obj.get("entry_hash"), str)
+def _depth_marker() -> dict[str, Any]:
+    return {"truncated": True, "reason": f"nested deeper than {ARGUMENT_MAX_DEPTH} levels"}
 
 
-def _not_a_ledger(path: Path) -> ConfigError:
-    return ConfigError(
-        f"audit log {path} is not a korg-ledger@v1 file; refusing to write to it. "
-        "Pass a new file, or an existing korg-ledger@v1 ledger."
-    )
+def _cap_depth(value: Any, room: int) -> Any:
+    """Plain copy of ``value`` with every container deeper than ``room`` levels replaced by a marker.
 
-
-def _check_head(path: Path) -> None:
-    """Refuse an existing file that is not a ledger before the writer repairs (cuts) its tail.
-
-    The writer cuts an unterminated last line as torn; on a file that is not a
-    ledger at all (a config without a final newline) that would destroy data.
-
-    Raises:
-        ConfigError: the file is not a korg-ledger@v1 ledger, or cannot be read.
+    Recursion is bounded by ``room`` itself. Keys become strings, as JSON has them.
     """
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(_HEAD_BYTES)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read audit log {path}: {exc.strerror or exc}. Check its permissions."
-        ) from exc
-    body = head.lstrip()
-    if not body:
-        return
-    if not body.startswith(b"{"):
-        raise _not_a_ledger(path)
-    end = body.find(b"\n")
-    if end >= 0:
-        if not _is_chained_line(body[:end]):
-            raise _not_a_ledger(path)
-    elif len(head) < _HEAD_BYTES:
-        # One unterminated line: a torn first entry (cut later) or a whole foreign JSON file.
-        try:
-            json.loads(body)
-        except ValueError:
-            return
-        if not _is_chained_line(body):
-            raise _not_a_ledger(path)
+    if isinstance(value, Mapping):
+        if room <= 0:
+            return _depth_marker()
+        return {k if isinstance(k, str) else str(k): _cap_depth(v, room - 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        if room <= 0:
+            return _depth_marker()
+        return [_cap_depth(v, room - 1) for v in value]
+    return value
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _head(value: Any, budget: int) -> Any:
+    """A small copy of ``value`` whose JSON form begins like the whole value's, for at least ``budget`` bytes.
+
+    The marker's preview is redacted from this copy, not from the whole value:
+    redacting megabytes costs seconds, while redacting the head still replaces
+    a secret-named property in it by name and a credential by its format.
+    """
+    if isinstance(value, str):
+        return value[: budget + _REDACT_MARGIN_CHARS]
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        used = 0
+        for key, item in value.items():
+            if used >= budget:
+                break
+            out[key] = _head(item, budget - used)
+            used += len(_json_text({key: out[key]}))
+        return out
+    if isinstance(value, list):
+        items: list[Any] = []
+        used = 0
+        for item in value:
+            if used >= budget:
+                break
+            items.append(_head(item, budget - used))
+            used += len(_json_text(items[-1])) + 1
+        return items
+    return value
+
+
+def _size_marker(name: str, value: Any, text: str, size: int) -> dict[str, Any]:
+    """What an argument over :data:`ARGUMENT_MAX_BYTES` is recorded as.
+
+    ``sha256`` is of the value's whole compact JSON form, so a copy of the
+    value can be matched against the ledger; ``preview`` is redacted.
+    """
+    (head,) = redact_arguments({name: _head(value, MARKER_PREVIEW_BYTES)}).values()
+    return {
+        "truncated": True,
+        "reason": f"over {ARGUMENT_MAX_BYTES} bytes",
+        "bytes": size,
+        "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+        "preview": _cut_utf8(_json_text(head), MARKER_PREVIEW_BYTES),
+    }
+
+
+def bound_arguments(arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Return MCP ``arguments`` as they are written to a ledger: bounded, plain JSON, secrets redacted.
+
+    Every value is cut at :data:`ARGUMENT_MAX_DEPTH` levels of nesting, then
+    redacted; a value whose JSON form is over :data:`ARGUMENT_MAX_BYTES`
+    becomes ``{"truncated": true, "reason", "bytes", "sha256", "preview"}``
+    (the first :data:`MARKER_PREVIEW_BYTES` of its redacted JSON); and when
+    the whole is still over :data:`ARGUMENTS_MAX_BYTES`, ``args`` itself is
+    such a marker with the number of ``arguments``. So one call can never
+    write an unbounded line, and a hostile argument cannot make redaction or
+    hashing fail.
+    """
+    if not arguments:
+        return {}
+    capped: dict[str, Any] = _cap_depth(dict(arguments), ARGUMENT_MAX_DEPTH + 1)
+    big: dict[str, Any] = {}
+    for name, value in capped.items():
+        text = _json_text(value)
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > ARGUMENT_MAX_BYTES:
+            big[name] = _size_marker(name, value, text, size)
+    recorded = redact_arguments({name: big.get(name, value) for name, value in capped.items()})
+    text = _json_text(recorded)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= ARGUMENTS_MAX_BYTES:
+        return recorded
+    return {
+        "truncated": True,
+        "reason": f"arguments over {ARGUMENTS_MAX_BYTES} bytes together",
+        "arguments": len(recorded),
+        "bytes": size,
+        "preview": _cut_utf8(text, MARKER_PREVIEW_BYTES),
+    }
 
 
 class AuditLog:
@@ -274,11 +351,11 @@ class AuditLog:
         Raises:
             ConfigError: as for the constructor.
         """
-        chosen = path or env.get(ENV_AUDIT)
-        if not chosen:
+        chosen = audit_path(path, env)
+        if chosen is None:
             return None
         key = env.get(ENV_LEDGER_KEY)
-        return cls(Path(chosen).expanduser(), key=key.encode("utf-8") if key else None, binary=binary)
+        return cls(chosen, key=key.encode("utf-8") if key else None, binary=binary)
 
     async def record(
         self,
@@ -310,11 +387,11 @@ class AuditLog:
                 "output_truncated": truncated,
             }
             if reason is not None:
-                result["reason"] = redact(reason)[0]
+                result["reason"] = output_preview(reason)[0]
             fields: dict[str, Any] = {
                 "source_agent": SOURCE_AGENT,
                 "tool_name": command_id,
-                "args": redact_arguments(arguments),
+                "args": bound_arguments(arguments),
                 "result": result,
                 "success": bool(success),
                 "duration_ms": int(duration_ms),
@@ -349,13 +426,24 @@ class AuditLog:
         return self._writer.append(fields)
 
 
-def _prepare(path: Path) -> None:
-    """Check ``path`` can hold an audit ledger, creating it owner-only if it does not exist.
+def audit_path(flag: str | None, env: Mapping[str, str]) -> Path | None:
+    """The audit ledger asked for by ``--audit`` (``flag``), else ``KORG_BRIDGE_AUDIT``; None if neither."""
+    chosen = flag or env.get(ENV_AUDIT)
+    return Path(chosen).expanduser() if chosen else None
 
-    Arguments and outputs can be sensitive even after redaction, hence 0600.
+
+def check_audit_path(path: Path) -> None:
+    """Everything :class:`AuditLog` would refuse about ``path``, checked without changing anything.
+
+    The folder must exist; ``path`` must be absent or a regular file we may
+    write, and an existing file must be empty or a korg-ledger@v1 chain (see
+    :func:`korg_bridge.ledgerfile.check_ledger_file`). Nothing is created,
+    opened for writing or repaired, so ``--list-tools`` runs exactly the
+    checks a server would and fails the same way.
 
     Raises:
-        ConfigError: see :class:`AuditLog`.
+        ConfigError: ``path`` is a folder or not a regular file, its folder is
+            missing, it is not writable, or it is not a korg-ledger@v1 file.
     """
     if path.is_dir():
         raise ConfigError(
@@ -375,12 +463,31 @@ def _prepare(path: Path) -> None:
         ) from exc
     if mode is not None and not stat.S_ISREG(mode):
         raise ConfigError(f"audit log {path} is not a regular file. Pass the path of a .jsonl file.")
+    writable = os.access(path, os.W_OK) if mode is not None else os.access(path.parent, os.W_OK | os.X_OK)
+    if not writable:
+        raise _unwritable(path, os.strerror(errno.EACCES))
+    if mode is not None:
+        check_ledger_file(path, what="audit log")
+
+
+def _unwritable(path: Path, reason: str) -> ConfigError:
+    return ConfigError(
+        f"cannot open audit log {path} for writing: {reason}. Check its permissions, or pass another audit path."
+    )
+
+
+def _prepare(path: Path) -> None:
+    """Check ``path`` can hold an audit ledger, creating it owner-only if it does not exist.
+
+    Arguments and outputs can be sensitive even after redaction, hence 0600.
+    An existing file is never truncated: ``O_APPEND`` without ``O_TRUNC``.
+
+    Raises:
+        ConfigError: see :class:`AuditLog`.
+    """
+    check_audit_path(path)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     except OSError as exc:
-        raise ConfigError(
-            f"cannot open audit log {path} for writing: {exc.strerror or exc}. "
-            "Check its permissions, or pass another audit path."
-        ) from exc
+        raise _unwritable(path, exc.strerror or str(exc)) from exc
     os.close(fd)
-    _check_head(path)

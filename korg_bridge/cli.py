@@ -12,10 +12,12 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
@@ -24,7 +26,7 @@ from .discovery import DEFAULT_DISCOVERY_TIMEOUT, discover
 from .errors import UsageError
 from .invocation import DEFAULT_CALL_TIMEOUT
 from .policy import ENV_VAR, Policy
-from .toolkit import USER_INTERRUPT, run_guarded
+from .toolkit import USER_INTERRUPT, run_guarded, usage_error
 from .toolnames import NAME_STYLES
 
 if TYPE_CHECKING:
@@ -44,9 +46,9 @@ def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f'must be a number of seconds, got "{text}"') from None
     if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+        raise argparse.ArgumentTypeError(f'must be a positive number of seconds, got "{text}"')
     return value
 
 
@@ -54,20 +56,33 @@ def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f'must be a whole number, got "{text}"') from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f'must be at least 1, got "{text}"')
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises a one-line :class:`UsageError` instead of printing its usage block:
+    the README promises one error line, and an MCP client shows users only that."""
+
+    def error(self, message: str) -> NoReturn:
+        raise usage_error(self.prog, message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description=(
             "Serve the callables of korg:introspect@v1 binaries as MCP tools (stdio, or HTTP with --http). "
             f"Side-effecting callables are refused unless {ENV_VAR} or --allow permits them."
         ),
-        epilog=f"Example: {PROG} thump --list-tools",
+        epilog=(
+            f"Examples: {PROG} korg-recall --list-tools lists the tools of korg-recall, installed beside "
+            f"{PROG} (give its full path if it is not on PATH); {PROG} ./mytool --list-tools does the same "
+            "for any introspect-aware binary. Without --list-tools this is an MCP server on stdio, "
+            "silent until an MCP client connects: register it with your agent (see the README)."
+        ),
     )
     parser.add_argument(
         "binaries", nargs="*", metavar="BINARY", help="a name on PATH, or a path; several allowed"
@@ -190,8 +205,24 @@ async def _discover_all(args: argparse.Namespace) -> list[Document]:
     return documents
 
 
+def _check_audit(args: argparse.Namespace) -> Path | None:
+    """The audit path, checked read-only before the binaries are run (also by ``--list-tools``).
+
+    Raises:
+        ConfigError: the path is one the server would refuse.
+    """
+    from .audit import audit_path, check_audit_path
+
+    path = audit_path(args.audit, os.environ)
+    if path is not None:
+        check_audit_path(path)
+    return path
+
+
 async def _run(args: argparse.Namespace, policy: Policy) -> int:
-    listen = _check_http(args) if args.http and not args.list_tools else None
+    # --list-tools is a dry run of the server: it refuses what the server would refuse.
+    listen = _check_http(args) if args.http else None
+    _check_audit(args)
     documents = await _discover_all(args)
     from .catalogue import Catalogue, ToolFilter
 
@@ -229,7 +260,7 @@ async def _run(args: argparse.Namespace, policy: Policy) -> int:
     log.info("serving %d tool(s); %s", served, policy.describe())
     if listen is not None:
         return await _serve_http(listen, bridge, served, args)
-    return await _serve_stdio(bridge)
+    return await _serve_stdio(bridge, args.binaries)
 
 
 def _check_http(args: argparse.Namespace) -> tuple[str, int, str | None]:
@@ -276,7 +307,19 @@ async def _serve_http(
     return 0
 
 
-async def _serve_stdio(bridge: Bridge) -> int:
+def _greet_terminal(binaries: Sequence[str]) -> None:
+    """Say what this silent process is when a person, not an MCP client, started it."""
+    if sys.stdin is None or not sys.stdin.isatty():
+        return
+    typed = " ".join(shlex.quote(binary) for binary in binaries)
+    sys.stderr.write(
+        f"{PROG}: this is an MCP server waiting for a client on stdin; it prints nothing until one "
+        f"connects (Ctrl-C quits). To see its tools, run: {PROG} {typed} --list-tools\n"
+    )
+    sys.stderr.flush()
+
+
+async def _serve_stdio(bridge: Bridge, binaries: Sequence[str]) -> int:
     """Serve until the client disconnects, or a signal ends the bridge.
 
     On SIGTERM or SIGINT the running calls' process groups are ended first
@@ -303,6 +346,7 @@ async def _serve_stdio(bridge: Bridge) -> int:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_signals)
+        _greet_terminal(binaries)
         await serve_stdio(bridge.server())
         tg.cancel_scope.cancel()
     return 0
@@ -313,8 +357,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: --help, --version, usage errors
-        return exc.code if isinstance(exc.code, int) else 2
+    except SystemExit as exc:  # argparse: --help, --version
+        return exc.code if isinstance(exc.code, int) else 0
+    except UsageError as exc:
+        sys.stderr.write(f"{PROG}: error: {exc.message}\n")
+        return exc.exit_code
     _setup_logging(args.debug)
 
     def work() -> int:

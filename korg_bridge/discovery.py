@@ -74,16 +74,16 @@ def decode_document(raw: bytes, *, label: str, path: str | None = None) -> Docum
         )
     text = raw.decode("utf-8", errors="replace")
     if not text.strip():
-        raise DocumentError(f"{label}: --introspect printed nothing; is it an introspect-aware binary?")
+        raise not_introspect(label, "printed nothing")
     try:
         data = json.loads(text)
     except RecursionError as exc:
         raise DocumentError(f"{label}: introspect document is nested too deeply to read.") from exc
     except json.JSONDecodeError as exc:
         head = " ".join(text[:200].split())
-        raise DocumentError(
-            f"{label}: --introspect did not print JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-            f"output began: {head!r}"
+        raise not_introspect(
+            label,
+            f'did not print JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; output began "{head}"',
         ) from exc
     return parse_document(data, label=label, path=path)
 
@@ -132,9 +132,19 @@ async def discover(
         return decode_document(result.stdout, label=label, path=path)
     except DocumentError as exc:
         if result.returncode not in (0, None) and not result.stdout.strip():
-            stderr = " ".join(result.stderr.decode("utf-8", "replace").split())[:200]
+            stderr = " ".join(result.stderr.decode("utf-8", "replace").split())[:200].rstrip(".")
             detail = f": {stderr}" if stderr else ""
-            raise DocumentError(
-                f"{label}: --introspect exited with status {result.returncode} and printed no document{detail}"
-            ) from exc
+            raise not_introspect(label, f"exited {result.returncode} and printed no JSON{detail}") from exc
         raise
+
+
+def not_introspect(label: str, what: str) -> DocumentError:
+    """The error for a binary that does not answer ``--introspect`` with a document (exit code 3).
+
+    It is worded for the usual cause, a binary that is not introspect-aware
+    at all (``korg-bridge ls``), and quotes what the binary did.
+    """
+    return DocumentError(
+        f"{label} is not a korg:introspect@v1 binary (`{label} --introspect` {what}). "
+        "Pass a binary that prints a korg:introspect@v1 document for --introspect."
+    )

@@ -35,6 +35,15 @@ from pathlib import Path
 from typing import Any, TypeGuard, TypeVar
 
 from korg_bridge.errors import ConfigError
+from korg_bridge.ledgerfile import (
+    chained_entry,
+    fsync_folder,
+    last_line,
+    last_newline_before,
+    looks_torn,
+    read_span,
+    set_aside,
+)
 
 __all__ = [
     "GENESIS_HASH",
@@ -57,9 +66,6 @@ SCHEMA_VERSION = "1.0"
 
 _RESERVED = ("seq_id", "prev_hash", "entry_hash")
 """Fields the writer owns: a caller supplying them would fork the chain."""
-
-_TAIL_BLOCK = 64 * 1024
-"""Bytes read per step when scanning backwards for the tip: one step covers any normal entry."""
 
 
 def canonical(event: Mapping[str, Any]) -> bytes:
@@ -226,17 +232,6 @@ def verify_file(path: str | Path, key: bytes | None = None) -> VerifyReport:
     return VerifyReport(path=str(path), events=events, intact=not errors, tip_entry_hash=tip, errors=errors)
 
 
-def _is_chained_entry(raw: bytes) -> dict[str, Any] | None:
-    """Parse ``raw`` as a line of a chain: an object with an integer ``seq_id`` and an ``entry_hash``."""
-    try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    if isinstance(obj, dict) and _is_int(obj.get("seq_id")) and isinstance(obj.get("entry_hash"), str):
-        return obj
-    return None
-
-
 class LedgerWriter:
     """Append-only, crash-safe writer of the flat journal shape.
 
@@ -328,6 +323,8 @@ class LedgerWriter:
             line = (json.dumps(event) + "\n").encode("ascii")
         except TypeError as exc:
             raise ValueError(f"LedgerWriter.append: fields are not JSON-serializable: {exc}") from exc
+        except RecursionError as exc:
+            raise ValueError("LedgerWriter.append: fields are nested too deeply to serialize") from exc
 
         written = os.write(fd, line)
         if written != len(line):
@@ -338,79 +335,79 @@ class LedgerWriter:
             )
         os.fsync(fd)
         if created:
-            self._fsync_dir()
+            fsync_folder(self.path.parent)  # a new file's entry is durable only once its folder is
         return event
 
     def _cut_torn_tail(self, fd: int, size: int) -> int:
         """Deal with an unterminated last line and return the file's new size.
 
-        A torn line (an interrupted write) is cut back to the last newline, so
-        nothing is ever chained onto half an entry. The one exception is a tail
-        that is a complete chained entry missing only its newline (written by a
-        tool that omits it): :func:`verify_file` accepts it, so it is kept and
-        terminated rather than destroyed.
+        Nothing is changed unless the file is a ledger: the last complete line
+        before the tail must be a chained entry (or, with no complete line, the
+        tail must be one or the start of one). A tail that is a complete
+        chained entry missing only its newline (some tools omit it, and
+        :func:`verify_file` accepts it) or mere whitespace is terminated. A
+        torn line (an interrupted write) is copied to a side file next to the
+        ledger first and only then cut back to the last newline, so nothing is
+        chained onto half an entry and no byte is lost.
+
+        Raises:
+            ConfigError: the file is not a korg-ledger@v1 ledger, or the torn
+                line cannot be set aside (the file is then left as it was).
         """
         if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
             return size
-        keep = self._last_newline_before(fd, size) + 1
-        if _is_chained_entry(os.pread(fd, size - keep, keep)):
-            logger.warning("ledger %s: last entry had no trailing newline; terminated it", self.path)
+        keep = last_newline_before(fd, size) + 1
+        raw = read_span(fd, keep, size)
+        before = last_line(fd, keep)
+        if before is not None:
+            self._check_tip_line(before[1])
+        elif raw is None or not (looks_torn(raw) or chained_entry(raw) is not None or not raw.strip()):
+            raise self._not_a_ledger("its only line is not a chained korg-ledger@v1 entry")
+        if raw is not None and (not raw.strip() or chained_entry(raw) is not None):
+            if raw.strip():
+                logger.warning("ledger %s: last entry had no trailing newline; terminated it", self.path)
             os.write(fd, b"\n")
             return size + 1
+        side = set_aside(fd, self.path, keep, size)
         logger.warning(
-            "ledger %s: cut a torn last line of %d bytes (an interrupted write); the chain resumes before it",
+            "ledger %s: cut a torn last line of %d bytes (an interrupted write), kept in %s; "
+            "the chain resumes before it",
             self.path,
             size - keep,
+            side,
         )
         os.ftruncate(fd, keep)
         os.fsync(fd)
         return keep
 
-    @staticmethod
-    def _last_newline_before(fd: int, end: int) -> int:
-        """Position of the last ``\\n`` in ``[0, end)``, or -1; reads backwards, block by block."""
-        pos = end
-        while pos > 0:
-            start = max(0, pos - _TAIL_BLOCK)
-            block = os.pread(fd, pos - start, start)
-            hit = block.rfind(b"\n")
-            if hit >= 0:
-                return start + hit
-            pos = start
-        return -1
+    def _not_a_ledger(self, why: str) -> ConfigError:
+        return ConfigError(
+            f"ledger {self.path}: {why}; refusing to append. "
+            "Run `korg-recall verify` on it, or start a new ledger file."
+        )
+
+    def _check_tip_line(self, raw: bytes | None) -> dict[str, Any]:
+        """The last complete line, parsed, when it is a chained entry.
+
+        Raises:
+            ConfigError: it is not one (too long, not JSON, nested too deeply, unchained).
+        """
+        obj = None if raw is None else chained_entry(raw)
+        if obj is None:
+            raise self._not_a_ledger("the last line is not a chained korg-ledger@v1 entry")
+        return obj
 
     def _read_tip(self, fd: int, size: int) -> tuple[int, str]:
         """``(seq_id, entry_hash)`` of the last complete line, or ``(0, GENESIS_HASH)`` if none.
 
         Only the tail is read: the last line is found by scanning backwards
         from the end, so appending stays O(line) however long the ledger is.
-        """
-        end = size
-        while end > 0:
-            # ``end`` sits just after a ``\n``; the line runs from the previous ``\n``.
-            start = self._last_newline_before(fd, end - 1) + 1
-            raw = os.pread(fd, end - start, start)
-            end = start
-            if not raw.strip():
-                continue
-            obj = _is_chained_entry(raw)
-            if obj is not None:
-                return int(obj["seq_id"]), str(obj["entry_hash"])
-            raise ConfigError(
-                f"ledger {self.path}: the last line is not a chained korg-ledger@v1 entry; refusing to "
-                "append. Run `korg-recall verify` on it, or start a new ledger file."
-            )
-        return 0, GENESIS_HASH
 
-    def _fsync_dir(self) -> None:
-        # A new file's directory entry is only durable once its folder is synced.
-        try:
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        except OSError:  # pragma: no cover - the folder was just written to
-            return
-        try:
-            os.fsync(dir_fd)
-        except OSError:  # pragma: no cover - some filesystems refuse fsync on folders
-            pass
-        finally:
-            os.close(dir_fd)
+        Raises:
+            ConfigError: the last line is not a chained entry.
+        """
+        found = last_line(fd, size)
+        if found is None:
+            return 0, GENESIS_HASH
+        obj = self._check_tip_line(found[1])
+        return int(obj["seq_id"]), str(obj["entry_hash"])

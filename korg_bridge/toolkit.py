@@ -31,13 +31,14 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from .errors import EXIT_CODES, KorgError, UsageError
-from .schemacheck import check_value
+from .schemacheck import check_arguments, flag_name, show
 
 Handler = Callable[[dict[str, Any]], "int | None"]
 
@@ -93,6 +94,54 @@ class _Formatter(argparse.HelpFormatter):
         super().__init__(prog, width=_terminal_width() - 2)
 
 
+_ARGUMENT_ERROR = re.compile(r"argument (?P<flag>[^:]+): (?P<rest>.*)", re.DOTALL)
+_INVALID_CHOICE = re.compile(r"invalid choice: (?P<value>.*?) \(choose from (?P<choices>.*)\)", re.DOTALL)
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
+
+
+def usage_message(message: str) -> str:
+    """An argparse error rewritten as CLI advice in flag terms, without Python reprs.
+
+    ``argument --top-n: must be an integer, got "x"`` becomes ``--top-n must be
+    an integer, got "x"``; an invalid choice lists the choices plainly; a bad
+    subcommand says ``unknown command``. Anything else passes through.
+    """
+    if message.startswith("unrecognized arguments: "):
+        words = message.removeprefix("unrecognized arguments: ").split()
+        flags = [w for w in words if w.startswith("-")]
+        if flags and len(flags) == len(words):
+            return f"unknown option{'s' if len(flags) > 1 else ''} {' '.join(flags)}"
+        return f"unexpected argument{'s' if len(words) > 1 else ''}: {' '.join(words)}"
+    found = _ARGUMENT_ERROR.fullmatch(message)
+    if found is None:
+        return message
+    flag = found["flag"].split("/")[-1]  # argparse names "-h/--help"; users type the long form
+    rest = found["rest"]
+    choice = _INVALID_CHOICE.fullmatch(rest)
+    if choice is not None:
+        value = _unquote(choice["value"])
+        choices = ", ".join(_unquote(c) for c in choice["choices"].split(", "))
+        if not flag.startswith("-"):
+            return f'unknown command "{value}"; choose from {choices}'
+        return f'{flag} must be one of {choices}, got "{value}"'
+    if rest == "expected one argument":
+        return f"{flag} needs a value"
+    if rest.startswith("ignored explicit argument "):
+        return f'{flag} takes no value, got "{_unquote(rest.removeprefix("ignored explicit argument "))}"'
+    if rest.startswith(("must ", "needs ", "takes ")):
+        return f"{flag} {rest}"
+    return f"{flag}: {rest}"
+
+
+def usage_error(prog: str, message: str) -> UsageError:
+    """The one-line usage error of a parser error (with where to read more)."""
+    return UsageError(f"{usage_message(message)}. See '{prog} --help'.")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage and exiting, so every
     error goes through the one handler and stays one line."""
@@ -102,7 +151,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}. See '{self.prog} --help'.")
+        raise usage_error(self.prog, message)
 
 
 def _primary_type(schema: Mapping[str, Any]) -> str | None:
@@ -121,7 +170,7 @@ def _number(text: str) -> int | float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        raise ValueError(f"must be a number, got {show(text)}") from None
     return value
 
 
@@ -129,30 +178,33 @@ def _integer(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        raise ValueError(f"must be an integer, got {show(text)}") from None
+
+
+def _json(text: str, kind: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"must be {kind}, got JSON nested too deeply to read") from None
+    except ValueError:
+        raise ValueError(f"must be {kind}, got {show(text)}") from None
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}") from None
+    value = _json(text, "a JSON object")
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+        raise ValueError(f"must be a JSON object, got {show(text)}")
     return value
 
 
 def _json_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected JSON, got {text!r}") from None
+    return _json(text, "JSON")
 
 
 def _boolean_word(text: str) -> bool:
     if text in ("true", "false"):
         return text == "true"
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    raise ValueError(f"must be true or false, got {show(text)}")
 
 
 _CONVERTERS: dict[str | None, Callable[[str], Any]] = {
@@ -167,24 +219,69 @@ _CONVERTERS: dict[str | None, Callable[[str], Any]] = {
 
 
 def add_schema_arguments(parser: argparse.ArgumentParser, schema: Mapping[str, Any]) -> None:
-    """One flag per property, by the bridge's convention (see :mod:`korg_bridge.argv`)."""
+    """One flag per property, by the bridge's convention (see :mod:`korg_bridge.argv`).
+
+    Values are kept as the strings typed; :func:`convert_arguments` turns them
+    into JSON values afterwards, so a wrong value is reported together with
+    every other problem instead of stopping the parse.
+    """
     props = schema.get("properties") or {}
     for prop, sub in props.items():
-        flag = "--" + prop.replace("_", "-")
+        flag = flag_name(prop)
         sub = sub if isinstance(sub, dict) else {}
-        kind = _primary_type(sub)
         help_text = sub.get("description")
+        kind = _primary_type(sub)
         if kind == "boolean":
             parser.add_argument(flag, dest=prop, action="store_true", default=None, help=help_text)
         elif kind == "array":
-            raw_items = sub.get("items")
-            items: Mapping[str, Any] = raw_items if isinstance(raw_items, dict) else {}
-            convert = _CONVERTERS.get(_primary_type(items), str)
-            parser.add_argument(flag, dest=prop, action="append", type=convert, default=None, help=help_text)
+            parser.add_argument(flag, dest=prop, action="append", default=None, help=help_text)
         else:
-            parser.add_argument(
-                flag, dest=prop, type=_CONVERTERS.get(kind, str), default=None, help=help_text
-            )
+            parser.add_argument(flag, dest=prop, default=None, help=help_text)
+
+
+def convert_arguments(schema: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The typed strings of ``raw`` as JSON values by ``schema``, and a message per value that is not one."""
+    props = schema.get("properties") or {}
+    args: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, value in raw.items():
+        sub = props.get(name)
+        sub = sub if isinstance(sub, dict) else {}
+        kind = _primary_type(sub)
+        try:
+            if kind == "array" and isinstance(value, list):
+                items = sub.get("items")
+                convert = _CONVERTERS.get(_primary_type(items) if isinstance(items, dict) else None, str)
+                args[name] = [convert(item) for item in value]
+            elif isinstance(value, str):
+                args[name] = _CONVERTERS.get(kind, str)(value)
+            else:
+                args[name] = value  # a flag: True
+        except ValueError as exc:
+            problems.append(f"{flag_name(name)} {exc}")
+    return args, problems
+
+
+def _unknown_words(words: Sequence[str], known: Collection[str]) -> list[str]:
+    """One message per word argparse could not place: an unknown option (its value skipped) or a stray word."""
+    problems: list[str] = []
+    after_option = False
+    for word in words:
+        if word.startswith("-") and len(word) > 1:
+            name = word.split("=", 1)[0]
+            close = [flag for flag in known if flag.startswith(name) or name.startswith(flag)]
+            if not close:
+                import difflib  # an error path only: not worth a cold-start import
+
+                close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+            hint = f" (did you mean {close[0]}?)" if len(close) == 1 else ""
+            problems.append(f"unknown option {name}{hint}")
+            after_option = "=" not in word
+        elif after_option:
+            after_option = False  # the value of the unknown option before it
+        else:
+            problems.append(f"unexpected argument {show(word)}")
+    return problems
 
 
 class Toolkit:
@@ -310,17 +407,21 @@ class Toolkit:
         words = list(argv)
         chosen = [c for c in self.commands if words[: len(self._path(c))] == self._path(c)]
         chosen = [c for c in chosen if len(self._path(c)) == max(len(self._path(x)) for x in chosen)]
-        namespace = self.parser(chosen or None).parse_args(words)
+        namespace, extra = self.parser(chosen or None).parse_known_args(words)
         command: Command | None = getattr(namespace, "_command", None)
         if command is None:
+            if extra:
+                raise UsageError(f"{'; '.join(_unknown_words(extra, ()))}. See '{self.binary} --help'.")
             raise UsageError(f"missing command. See '{self.binary} --help'.")
-        props = command.input_schema.get("properties") or {}
-        args = {
-            name: getattr(namespace, name) for name in props if getattr(namespace, name, None) is not None
-        }
-        problems = check_value(command.input_schema, args)
+        schema = command.input_schema
+        props = schema.get("properties") or {}
+        raw = {name: getattr(namespace, name) for name in props if getattr(namespace, name, None) is not None}
+        args, problems = convert_arguments(schema, raw)
+        problems += check_arguments(schema, args, skip=raw.keys() - args.keys())
+        problems += _unknown_words(extra, [flag_name(name) for name in props])
         if problems:
-            raise UsageError(f"invalid arguments for {command.command_id}: {'; '.join(problems)}")
+            prog = " ".join([self.binary, *self._path(command)])
+            raise UsageError(f"invalid arguments for {prog}: {'; '.join(problems)}. See '{prog} --help'.")
         return command, args
 
     def with_defaults(self, command: Command, args: Mapping[str, Any]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 @pytest.fixture
 def peers() -> Path:
     if not PEERS.is_dir():
-        pytest.skip(f"shared peer data not present at {PEERS} (it sits beside the clone in CI)")
+        pytest.skip("optional peer data not found (../shared/peers); these tests need it")
     return PEERS
 
 

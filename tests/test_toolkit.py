@@ -88,12 +88,12 @@ def test_nested_command_ids_become_nested_subcommands(capsys: pytest.CaptureFixt
 @pytest.mark.parametrize(
     ("argv", "phrase"),
     [
-        (["find"], "'query' is a required property"),
-        (["find", "--query", "x", "--top-n", "0"], "less than the minimum"),
-        (["find", "--query", "x", "--top-n", "abc"], "expected an integer"),
-        (["find", "--query", "x", "--mode", "c"], "is not one of"),
-        (["find", "--query", "x", "--top", "3"], "unrecognized arguments"),
-        (["nope"], "invalid choice"),
+        (["find"], "--query is required"),
+        (["find", "--query", "x", "--top-n", "0"], "--top-n must be at least 1, got 0"),
+        (["find", "--query", "x", "--top-n", "abc"], '--top-n must be an integer, got "abc"'),
+        (["find", "--query", "x", "--mode", "c"], '--mode must be one of a, b, got "c"'),
+        (["find", "--query", "x", "--top", "3"], "unknown option --top (did you mean --top-n?)"),
+        (["nope"], 'unknown command "nope"'),
     ],
 )
 def test_bad_arguments_are_one_line_usage_errors(

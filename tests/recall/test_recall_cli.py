@@ -488,7 +488,8 @@ def test_a_corrupt_index_is_rebuilt_with_a_warning_and_the_call_succeeds(
 ) -> None:
     env = {"KORG_RECALL_INDEX": str(index_path), "KORG_RECALL_LEDGER": str(ledger)}
     assert run_process(["index"], env).returncode == 0
-    index_path.write_bytes(os.urandom(4096))
+    built = index_path.read_bytes()
+    index_path.write_bytes(built[:4096] + os.urandom(len(built) - 4096))  # its header says it is ours
     done = run_process(["recall", "--query", "postgres"], env)
     assert done.returncode == 0, done.stderr
     assert hits(done.stdout)[0]["seq"] == "1"
@@ -496,17 +497,18 @@ def test_a_corrupt_index_is_rebuilt_with_a_warning_and_the_call_succeeds(
     assert index_path.read_bytes()[:16] == b"SQLite format 3\x00"
 
 
-def test_garbage_in_the_index_is_rebuilt_in_process_too(
-    ledger: Path, index_path: Path, run: Run, caplog: pytest.LogCaptureFixture
+def test_garbage_at_the_index_path_is_refused_and_left_untouched(
+    ledger: Path, index_path: Path, run: Run
 ) -> None:
     run("index")
     index_path.write_bytes(b"\x00garbage" * 100)
     for suffix in ("-wal", "-shm"):
         Path(f"{index_path}{suffix}").unlink(missing_ok=True)
-    code, out, _ = run("recall", "--query", "docker")
-    assert code == 0
-    assert hits(out)[0]["seq"] == "2"
-    assert any("rebuilding" in rec.getMessage() for rec in caplog.records)
+    code, out, err = run("recall", "--query", "docker")
+    assert (code, out) == (3, "")
+    assert "not a korg-recall index" in err
+    assert "KORG_RECALL_INDEX" in err
+    assert index_path.read_bytes() == b"\x00garbage" * 100
 
 
 # --- queries that look like FTS5 syntax ---------------------------------------------------------------

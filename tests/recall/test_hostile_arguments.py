@@ -400,3 +400,40 @@ def test_the_installed_script_refuses_allow_secrets_too(ledger: Path) -> None:
     )
     assert (done.returncode, done.stdout) == (2, "")
     assert "--allow-secrets" in done.stderr
+
+
+# --- limits SQLite finds first, and ties ---------------------------------------------------------------
+
+
+def test_a_statement_beyond_sqlites_limits_is_a_usage_error_not_a_broken_index(tmp_path: Path) -> None:
+    from korg_bridge.errors import UsageError
+    from korg_bridge.recall.index import Index
+
+    with Index(tmp_path / "index.sqlite") as index:
+        with pytest.raises(UsageError) as info:
+            index.read(lambda conn: conn.execute("SELECT " + " + ".join(["1"] * 3000)).fetchone())
+        assert index.stats()["events"] == 0  # still the same, working index
+    assert info.value.exit_code == 2
+    assert "too large for the recall index" in info.value.message
+    assert "Delete" not in info.value.message
+
+
+def test_copies_of_one_event_tied_on_score_come_back_newest_first_then_by_ref(
+    tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KORG_RECALL_INDEX", str(tmp_path / "index.sqlite"))
+    folder = tmp_path / "copies"
+    folder.mkdir()
+    stamps = ["2026-05-02T00:00:00Z", "2026-05-03T00:00:00Z", "2026-05-01T00:00:00Z", "2026-05-03T00:00:00Z"]
+    for n, stamp in enumerate(stamps):
+        (folder / f"s-{n}.jsonl").write_text(
+            json.dumps(_record(1, "rotate the signing keys", timestamp=stamp)) + "\n"
+        )
+    monkeypatch.setenv("KORG_RECALL_LEDGER", str(folder))
+    for _ in range(2):
+        code, out, _ = run("recall", "--query", "rotate signing keys", "--json", "--top-n", "10")
+        assert code == 0
+        hits = json.loads(out)["hits"]
+        assert len({hit["score"] for hit in hits}) == 1
+        order = [(hit["timestamp"], int(hit["ref"][1:])) for hit in hits]
+        assert order == sorted(order, key=lambda item: (-int(item[0][8:10]), item[1]))

@@ -40,9 +40,14 @@ def _record(seq: int, text: str, **fields: Any) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(autouse=True)
+def _keyword_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin the keyword engine's answers: with a model on disk, ``auto`` means hybrid."""
+    monkeypatch.delenv("KORG_RECALL_MODEL_DIR", raising=False)
+
+
 @pytest.fixture
 def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.delenv("KORG_RECALL_MODEL_DIR", raising=False)
     monkeypatch.setenv("KORG_RECALL_INDEX", str(tmp_path / "cache" / "index.sqlite"))
     path = tmp_path / "ledgers" / "s-1.jsonl"
     path.parent.mkdir(parents=True)

@@ -10,15 +10,18 @@ The format (frozen by the conformance vectors in ``korg-ledger-v1/``):
   separators=(",", ":"))`` encoded as ASCII (non-ASCII escaped as ``\\uXXXX``,
   astral characters as lower-case surrogate pairs);
 * ``entry_hash`` = SHA-256, or HMAC-SHA256 with a key, of the canonical form
-  of the whole line object minus ``entry_hash`` (``prev_hash`` included),
-  lower-case hex;
+  of the whole line object minus ``entry_hash`` and ``event_sig`` (the
+  optional Ed25519 signature over those same preimage bytes; ``prev_hash``
+  included), lower-case hex;
 * the first ``prev_hash`` is :data:`GENESIS_HASH`; each later one is the
   previous line's ``entry_hash``.
 
 The hash covers the parsed object, never the line's bytes, so any JSON
 rendering of an event verifies; that is why both the flat journal shape and
 the envelope shape (fields under ``event``, ``triggered_by`` under
-``metadata``) are verified by the same code.
+``metadata``) are verified by the same code. The verifier's other duties
+(safe reading, the number domain, signatures, anchors) are in
+:mod:`korg_bridge.ledgercheck`.
 """
 
 from __future__ import annotations
@@ -32,9 +35,19 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, BinaryIO, TypeGuard, TypeVar
 
 from korg_bridge.errors import ConfigError
+from korg_bridge.ledgercheck import (
+    MAX_LINE_BYTES,
+    Line,
+    SignatureCheck,
+    bounded_lines,
+    check_anchors,
+    integer_outside_domain,
+    open_regular,
+    reject_constant,
+)
 from korg_bridge.ledgerfile import (
     chained_entry,
     fsync_folder,
@@ -51,6 +64,7 @@ __all__ = [
     "VerifyReport",
     "canonical",
     "entry_hash",
+    "preimage",
     "verify_file",
 ]
 
@@ -77,19 +91,34 @@ def canonical(event: Mapping[str, Any]) -> bytes:
     return json.dumps(event, sort_keys=True, separators=(",", ":")).encode("ascii")
 
 
-def entry_hash(event: Mapping[str, Any], key: bytes | None = None) -> str:
-    """Return the ``entry_hash`` of ``event``: its canonical form minus ``entry_hash``, hashed.
+_UNHASHED = frozenset({"entry_hash", "event_sig"})
+"""Fields left out of the hash preimage: the hash itself, and the optional Ed25519 ``event_sig``
+(made over that same preimage), so a signed event hashes exactly like the unsigned one."""
 
-    ``event`` may already carry an ``entry_hash`` (a line read back from disk);
-    it is left out of the preimage, so a stored line can be re-hashed as is.
+
+def preimage(event: Mapping[str, Any]) -> bytes:
+    """Return the canonical bytes that ``entry_hash`` and ``event_sig`` are computed over.
 
     Raises:
         TypeError: ``event`` holds a value JSON cannot represent.
     """
-    preimage = canonical({k: v for k, v in event.items() if k != "entry_hash"})
+    return canonical({k: v for k, v in event.items() if k not in _UNHASHED})
+
+
+def entry_hash(event: Mapping[str, Any], key: bytes | None = None) -> str:
+    """Return the ``entry_hash`` of ``event``: its preimage (minus ``entry_hash`` and ``event_sig``), hashed.
+
+    ``event`` may already carry an ``entry_hash`` (a line read back from disk)
+    or an ``event_sig``; both are left out of the preimage, so a stored line can
+    be re-hashed as is.
+
+    Raises:
+        TypeError: ``event`` holds a value JSON cannot represent.
+    """
+    data = preimage(event)
     if key is None:
-        return hashlib.sha256(preimage).hexdigest()
-    return hmac.new(key, preimage, hashlib.sha256).hexdigest()
+        return hashlib.sha256(data).hexdigest()
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
 @dataclass
@@ -102,43 +131,31 @@ class VerifyReport:
     tip_entry_hash: str | None
     """``entry_hash`` claimed by the last entry (trust it only when ``intact``)."""
     errors: list[str] = field(default_factory=list)
+    signatures: dict[str, Any] | None = None
+    """``{public_key, signed_events, verified}`` when a key was given or some event carries
+    ``event_sig``; ``verified`` is None when no key was given (signatures not checked)."""
+    anchors: dict[str, Any] | None = None
+    """``{path, records}`` of the anchors sidecar, when one was checked."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as the JSON object ``korg-recall verify`` prints."""
-        return {
+        out: dict[str, Any] = {
             "path": self.path,
             "events": self.events,
             "intact": self.intact,
             "tip_entry_hash": self.tip_entry_hash,
             "errors": list(self.errors),
         }
+        if self.signatures is not None:
+            out["signatures"] = dict(self.signatures)
+        if self.anchors is not None:
+            out["anchors"] = dict(self.anchors)
+        return out
 
 
 def _is_int(value: object) -> TypeGuard[int]:
     # bool is an int subclass; ``true`` is never a sequence number.
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _open_error(path: Path, exc: OSError) -> ConfigError:
-    if isinstance(exc, FileNotFoundError):
-        return ConfigError(f"ledger not found: {path}. Pass the path of a korg-ledger@v1 .jsonl file.")
-    reason = exc.strerror or type(exc).__name__
-    return ConfigError(
-        f"cannot read ledger {path}: {reason}. Pass the path of a readable korg-ledger@v1 .jsonl file."
-    )
-
-
-def _lines(path: Path) -> Iterator[bytes]:
-    """Yield the raw lines of ``path`` (with their ``\\n``), translating open/read errors once.
-
-    Raises:
-        ConfigError: the file does not exist or cannot be read.
-    """
-    try:
-        with path.open("rb") as handle:
-            yield from handle
-    except OSError as exc:
-        raise _open_error(path, exc) from exc
 
 
 def _triggered_by(obj: Mapping[str, Any]) -> Any:
@@ -151,85 +168,164 @@ def _triggered_by(obj: Mapping[str, Any]) -> Any:
     return None
 
 
-def verify_file(path: str | Path, key: bytes | None = None) -> VerifyReport:
-    """Verify the hash chain and causal order of a korg-ledger@v1 file.
+def _parse_line(line: Line, max_line_bytes: int) -> tuple[dict[str, Any] | None, str | None]:
+    """The line's object, or why it is none (an error without its ``line N: `` label)."""
+    if line.data is None:
+        return None, f"longer than {max_line_bytes} bytes; not read"
+    try:
+        obj = json.loads(line.data.decode("utf-8"), parse_constant=reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        if not line.terminated:
+            return None, "torn last line (no trailing newline, not valid JSON)"
+        return None, "not a JSON object (malformed JSON)"
+    if not isinstance(obj, dict):
+        return None, "not a JSON object"
+    return obj, None
+
+
+def verify_file(
+    path: str | Path,
+    key: bytes | None = None,
+    *,
+    public_key: bytes | None = None,
+    anchors: str | Path | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> VerifyReport:
+    """Verify a korg-ledger@v1 file: hash chain, causal order, number domain, and optionally
+    each event's Ed25519 signature (``public_key``) and an anchors sidecar (``anchors``).
 
     Every problem is reported, not just the first, as a one-line string that
     starts with ``seq N: `` (or ``line N: `` when the line has no usable
-    ``seq_id``). After a broken entry the walk re-anchors on the entry_hash
-    that entry claims, so one tampered line yields one error instead of a
-    cascade down the rest of the file.
+    ``seq_id``; ``anchors line N: `` for the sidecar). After a broken entry the
+    walk re-anchors on the entry_hash that entry claims, so one tampered line
+    yields one error instead of a cascade down the rest of the file.
 
     Decisions: blank lines are ignored; an empty file is an intact, empty
     chain (0 events, no tip) because a ledger that was created but never
     written to has nothing to distrust; an unterminated last line is accepted
     if it parses (some writers omit the final newline) and reported as torn
-    otherwise.
+    otherwise; a line longer than ``max_line_bytes`` is reported and skipped
+    without being held in memory; an event holding an integer outside
+    ±(2^53-1) is reported and not hashed (the spec's number domain), while its
+    links are still checked. Without ``public_key``, ``event_sig`` is left out
+    of the hash like the spec says and not checked; with one, an event without
+    a valid signature is an error.
 
     Raises:
-        ConfigError: the file does not exist or cannot be read. Bad content
-            never raises; it is reported in the returned report.
+        ConfigError: the ledger (or the anchors file) does not exist, cannot be
+            read, or is not a regular file (a directory, device, FIFO or socket).
+        DependencyMissing: ``public_key`` is given and the ``[verify]`` extra is not installed.
+        UsageError: ``public_key`` is not a valid Ed25519 public key.
+        Bad content never raises; it is reported in the returned report.
     """
     path = Path(path)
+    signer = SignatureCheck(public_key) if public_key is not None else None
     errors: list[str] = []
     events = 0
+    signed = verified = 0
     tip: str | None = None
     expected_prev: str | None = GENESIS_HASH
     seen: dict[int, int] = {}
+    chain: dict[int, str] = {}
 
-    for line_no, raw in enumerate(_lines(path), start=1):
-        if not raw.strip():
-            continue
-        torn = not raw.endswith(b"\n")
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            if torn:
-                errors.append(f"line {line_no}: torn last line (no trailing newline, not valid JSON)")
+    with open_regular(path) as handle:
+        for line, obj, problem in _walk(handle, path, max_line_bytes):
+            if obj is None:
+                errors.append(f"line {line.number}: {problem}")
+                continue
+            events += 1
+            seq = obj.get("seq_id")
+            if _is_int(seq):
+                label = f"seq {seq}"
+                if seq in seen:
+                    errors.append(f"{label}: duplicate seq_id (first seen on line {seen[seq]})")
+                else:
+                    seen[seq] = line.number
             else:
-                errors.append(f"line {line_no}: not a JSON object (malformed JSON)")
-            continue
-        if not isinstance(obj, dict):
-            errors.append(f"line {line_no}: not a JSON object")
-            continue
-        events += 1
-        seq = obj.get("seq_id")
-        if _is_int(seq):
-            label = f"seq {seq}"
-            if seq in seen:
-                errors.append(f"{label}: duplicate seq_id (first seen on line {seen[seq]})")
-            else:
-                seen[seq] = line_no
-        else:
-            label = f"line {line_no}"
-            errors.append(f"{label}: no integer seq_id")
+                label = f"line {line.number}"
+                errors.append(f"{label}: no integer seq_id")
 
-        cause = _triggered_by(obj)
-        if cause is not None and (not _is_int(cause) or (_is_int(seq) and cause >= seq)):
-            errors.append(f"{label}: triggered_by {cause!r} is not strictly earlier than its seq_id")
+            cause = _triggered_by(obj)
+            if cause is not None and (not _is_int(cause) or (_is_int(seq) and cause >= seq)):
+                errors.append(f"{label}: triggered_by {cause!r} is not strictly earlier than its seq_id")
 
-        claimed = obj.get("entry_hash")
-        if not isinstance(claimed, str):
-            errors.append(f"{label}: missing entry_hash (not chained)")
-            expected_prev = None  # nothing to chain the next entry onto
-            tip = None
-            continue
-        tip = claimed
-        prev = obj.get("prev_hash")
-        if expected_prev is not None and prev != expected_prev:
-            errors.append(
-                f"{label}: prev_hash mismatch (broken link: an entry was inserted, deleted or reordered)"
+            if "event_sig" in obj:
+                signed += 1
+            claimed = obj.get("entry_hash")
+            if not isinstance(claimed, str):
+                errors.append(f"{label}: missing entry_hash (not chained)")
+                expected_prev = None  # nothing to chain the next entry onto
+                tip = None
+                continue
+            tip = claimed
+            if _is_int(seq) and seq not in chain:
+                chain[seq] = claimed
+            prev = obj.get("prev_hash")
+            if expected_prev is not None and prev != expected_prev:
+                errors.append(
+                    f"{label}: prev_hash mismatch (broken link: an entry was inserted, deleted or reordered)"
+                )
+            expected_prev = claimed
+            outside = integer_outside_domain(obj)
+            if outside is not None:
+                errors.append(
+                    f"{label}: integer outside ±(2^53-1) at {outside}; not hashed (korg-ledger@v1 number domain)"
+                )
+                continue
+            try:
+                data = preimage(obj)
+            except (TypeError, ValueError, RecursionError):
+                errors.append(f"{label}: cannot be put in canonical form; not hashed")
+                continue
+            actual = (
+                hashlib.sha256(data).hexdigest()
+                if key is None
+                else hmac.new(key, data, hashlib.sha256).hexdigest()
             )
-        try:
-            actual = entry_hash(obj, key)
-        except (TypeError, ValueError):  # pragma: no cover - json.loads output is always serializable
-            actual = ""
-        if not hmac.compare_digest(actual, claimed):
-            hint = "or the wrong key" if key is not None else "or a keyed chain checked without its key"
-            errors.append(f"{label}: entry_hash mismatch (content tampered, {hint})")
-        expected_prev = claimed
+            if not hmac.compare_digest(actual, claimed):
+                hint = "or the wrong key" if key is not None else "or a keyed chain checked without its key"
+                errors.append(f"{label}: entry_hash mismatch (content tampered, {hint})")
+            if signer is not None:
+                signature_problem = signer.problem(data, obj.get("event_sig"))
+                if signature_problem is None:
+                    verified += 1
+                else:
+                    errors.append(f"{label}: {signature_problem}")
 
-    return VerifyReport(path=str(path), events=events, intact=not errors, tip_entry_hash=tip, errors=errors)
+    report = VerifyReport(path=str(path), events=events, intact=False, tip_entry_hash=tip, errors=errors)
+    if signer is not None or signed:
+        report.signatures = {
+            "public_key": signer.hex if signer is not None else None,
+            "signed_events": signed,
+            "verified": verified if signer is not None else None,
+        }
+    if anchors is not None:
+        checked = check_anchors(Path(anchors), chain, max_line_bytes)
+        errors.extend(checked.errors)
+        report.anchors = checked.to_dict()
+    report.intact = not errors
+    return report
+
+
+def _walk(
+    handle: BinaryIO, path: Path, max_line_bytes: int
+) -> Iterator[tuple[Line, dict[str, Any] | None, str | None]]:
+    """Each non-blank line of ``handle`` with its object, or None and why; read lazily.
+
+    Raises:
+        ConfigError: reading failed.
+    """
+    try:
+        for line in bounded_lines(handle, max_line_bytes):
+            if line.data is not None and not line.data.strip():
+                continue
+            obj, problem = _parse_line(line, max_line_bytes)
+            yield line, obj, problem
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read ledger {path}: {exc.strerror or exc}. Pass the path of a readable "
+            "korg-ledger@v1 .jsonl file."
+        ) from exc
 
 
 class LedgerWriter:

@@ -23,6 +23,15 @@ schema, with exactly the bridge's argv convention.
 Because the parser is generated from the schema the bridge serves, the CLI
 and the schema cannot drift. Deliberately light on imports (no jsonschema,
 no MCP SDK): toolkit binaries start as a fresh process on every tool call.
+
+Two conveniences exist for people at a terminal only; the bridge never uses
+them, so the argv convention stays flags only:
+
+* ``positional="ref"`` on :meth:`Toolkit.command` also takes that property
+  from bare words (``korg-recall show e12`` = ``--ref e12``); for an array
+  property each word is one more item;
+* ``--debug`` anywhere before a ``--`` shows the traceback of an internal
+  error (and debug logs); no callable may declare a ``debug`` property.
 """
 
 from __future__ import annotations
@@ -57,6 +66,8 @@ class Command:
     capabilities: dict[str, Any]
     handler: Handler
     extra: dict[str, Any] = field(default_factory=dict)
+    positional: str | None = None
+    """A property also given as bare words on the command line (never by the bridge)."""
 
     def to_document(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -171,6 +182,8 @@ def _number(text: str) -> int | float:
         value = float(text)
     except ValueError:
         raise ValueError(f"must be a number, got {show(text)}") from None
+    if value != value or value in (float("inf"), float("-inf")):  # nan, inf: no schema bound holds
+        raise ValueError(f"must be a finite number, got {show(text)}")
     return value
 
 
@@ -218,19 +231,26 @@ _CONVERTERS: dict[str | None, Callable[[str], Any]] = {
 }
 
 
+def _allows_array(schema: Mapping[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind == "array" or (isinstance(kind, list) and "array" in kind)
+
+
 def add_schema_arguments(parser: argparse.ArgumentParser, schema: Mapping[str, Any]) -> None:
     """One flag per property, by the bridge's convention (see :mod:`korg_bridge.argv`).
 
     Values are kept as the strings typed; :func:`convert_arguments` turns them
     into JSON values afterwards, so a wrong value is reported together with
-    every other problem instead of stopping the parse.
+    every other problem instead of stopping the parse. A property that may be
+    an array (``"type": ["string", "array"]`` included) is a repeatable flag,
+    as the bridge sends a list.
     """
     props = schema.get("properties") or {}
     for prop, sub in props.items():
         flag = flag_name(prop)
         sub = sub if isinstance(sub, dict) else {}
         help_text = sub.get("description")
-        kind = _primary_type(sub)
+        kind = "array" if _allows_array(sub) else _primary_type(sub)
         if kind == "boolean":
             parser.add_argument(flag, dest=prop, action="store_true", default=None, help=help_text)
         elif kind == "array":
@@ -247,7 +267,7 @@ def convert_arguments(schema: Mapping[str, Any], raw: Mapping[str, Any]) -> tupl
     for name, value in raw.items():
         sub = props.get(name)
         sub = sub if isinstance(sub, dict) else {}
-        kind = _primary_type(sub)
+        kind = "array" if _allows_array(sub) else _primary_type(sub)
         try:
             if kind == "array" and isinstance(value, list):
                 items = sub.get("items")
@@ -313,10 +333,28 @@ class Toolkit:
         name: str | None = None,
         long_running: bool = False,
         extra: Mapping[str, Any] | None = None,
+        positional: str | None = None,
         **capabilities: Any,
     ) -> Callable[[Handler], Handler]:
         """Declare a callable; the decorated function receives the parsed arguments
-        (schema defaults filled in) and returns an exit code."""
+        (schema defaults filled in) and returns an exit code.
+
+        ``positional`` names a string or array property that the command line
+        also takes as bare words (see the module docstring).
+
+        Raises:
+            ValueError: ``positional`` is not a string or array property, or the
+                schema declares ``debug`` (the toolkit's own flag).
+        """
+        props = input_schema.get("properties") or {}
+        if "debug" in props:
+            raise ValueError(f"{command_id}: 'debug' is reserved for the toolkit's --debug flag")
+        if positional is not None:
+            sub = props.get(positional)
+            if not isinstance(sub, dict) or not (_allows_array(sub) or _primary_type(sub) == "string"):
+                raise ValueError(
+                    f"{command_id}: positional {positional!r} must be a string or array property"
+                )
 
         def register(handler: Handler) -> Handler:
             caps: dict[str, Any] = {
@@ -338,6 +376,7 @@ class Toolkit:
                     capabilities=caps,
                     handler=handler,
                     extra=dict(extra or {}),
+                    positional=positional,
                 )
             )
             return handler
@@ -365,6 +404,9 @@ class Toolkit:
         root = _Parser(prog=self.binary, description=self.description, allow_abbrev=False)
         root.add_argument("--introspect", action="store_true", help="print the korg:introspect@v1 document")
         root.add_argument("--version", action="store_true", help="print the version")
+        root.add_argument(
+            "--debug", action="store_true", help="tracebacks and debug logs on stderr (anywhere before --)"
+        )
         subparsers: dict[tuple[str, ...], Any] = {}
         parsers: dict[tuple[str, ...], argparse.ArgumentParser] = {(): root}
         for command in self.commands if commands is None else commands:
@@ -388,6 +430,13 @@ class Toolkit:
                 parsers[prefix] = child
             leaf = parsers[path]
             add_schema_arguments(leaf, command.input_schema)
+            if command.positional is not None:
+                leaf.add_argument(
+                    "_positional",
+                    nargs="*",
+                    metavar=command.positional.upper(),
+                    help=f"the same as --{command.positional.replace('_', '-')}",
+                )
             leaf.set_defaults(_command=command)
         return root
 
@@ -416,6 +465,18 @@ class Toolkit:
         schema = command.input_schema
         props = schema.get("properties") or {}
         raw = {name: getattr(namespace, name) for name in props if getattr(namespace, name, None) is not None}
+        bare: list[str] = getattr(namespace, "_positional", None) or []
+        if command.positional is not None and bare:
+            name = command.positional
+            if _allows_array(props[name]):
+                raw[name] = [*raw.get(name, []), *bare]
+            elif name in raw or len(bare) > 1:
+                raise UsageError(
+                    f"{flag_name(name)} takes one value; give it once, as {flag_name(name)} or as a bare word. "
+                    f"See '{self.binary} --help'."
+                )
+            else:
+                raw[name] = bare[0]
         args, problems = convert_arguments(schema, raw)
         problems += check_arguments(schema, args, skip=raw.keys() - args.keys())
         problems += _unknown_words(extra, [flag_name(name) for name in props])
@@ -435,7 +496,15 @@ class Toolkit:
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Run the CLI; returns the exit code (one-line errors on stderr)."""
         args_in = list(sys.argv[1:] if argv is None else argv)
-        return run_guarded(self.binary, lambda: self._dispatch(args_in))
+        # A bare --debug can never be a value: the bridge attaches values starting with "-".
+        end = args_in.index("--") if "--" in args_in else len(args_in)
+        debug = "--debug" in args_in[:end]
+        if debug:
+            args_in = [word for word in args_in[:end] if word != "--debug"] + args_in[end:]
+            logging.basicConfig(
+                level=logging.DEBUG, format=f"{self.binary}: %(levelname)s %(name)s: %(message)s"
+            )
+        return run_guarded(self.binary, lambda: self._dispatch(args_in), debug=debug)
 
     def _dispatch(self, args_in: list[str]) -> int:
         try:

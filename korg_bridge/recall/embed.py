@@ -7,7 +7,9 @@ Why it looks like this:
   tokenizers are imported inside :func:`load_embedder` and :func:`pull_model`
   only. :func:`model_available` answers from the file system alone.
 * **Offline by construction.** Only :func:`pull_model` (``korg-recall model
-  pull``, or ``index --download``) may reach the network. Loading always goes
+  pull``, the one callable declared ``network``) may reach the network; no
+  ``fs_read`` callable calls it, so the default policy never lets a model
+  trigger a download. Loading always goes
   through fastembed's ``specific_model_path``, which hands fastembed a directory
   and returns before any hub lookup, so an offline machine with no model gets a
   :class:`~korg_bridge.errors.DependencyMissing` (exit 7) at once instead of

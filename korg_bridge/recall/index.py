@@ -11,10 +11,13 @@ Concurrency: any number of readers and one writer at a time. Writes take
 ``BEGIN IMMEDIATE`` with a busy timeout and never hold the lock while
 reading a ledger. Readers never wait: WAL.
 
-The file is a disposable cache. One that is not SQLite, belongs to another
-program, has a schema from a newer version, or reports corruption, is moved
-aside (``<name>.broken``) with a warning and rebuilt; a query never fails
-because of it.
+The file is a disposable cache: an index of ours with a schema from a newer
+version, or that reports corruption, is moved aside (``<name>.broken-<time>``,
+never overwriting an earlier one) with a warning and rebuilt, so a query
+never fails because of it. A file that is not ours (``KORG_RECALL_INDEX``
+mis-set to a ledger or another program's database) is never touched: opening
+it is a :class:`~korg_bridge.errors.ConfigError` (see
+:mod:`~korg_bridge.recall.ownership`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,6 +36,7 @@ from typing import Any, TypeVar
 from korg_bridge.errors import ConfigError, KorgError, UsageError
 from korg_bridge.recall.batches import BATCH_BYTES, WORKER_MIN_BYTES, load_json
 from korg_bridge.recall.migrations import MIGRATIONS, SchemaMismatch, migrate
+from korg_bridge.recall.ownership import inspect, move_aside
 from korg_bridge.recall.refresh import Refresher, RefreshReport
 
 __all__ = ["ENV_INDEX", "Index", "RefreshReport", "default_index_path"]
@@ -49,7 +54,8 @@ QUICK_CHECK_MAX_BYTES = 8 * 1024 * 1024
 which on a big index would cost more than the query. There, corruption is caught by the error
 the first query touching it raises, and handled the same way."""
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
+_TOO_LARGE = re.compile(r"too (large|big|many)|too long", re.IGNORECASE)
+"""SQLite's words for a statement beyond its limits (expression depth, variables, string size)."""
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 _TABLES = frozenset({"_migrations", "sources", "events", "events_fts", "pending_patches", "meta"})
 
@@ -86,17 +92,26 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
     return code is not None and (code & 0xFF) in _CORRUPT_CODES
 
 
+_REF = re.compile(r"[eE]?([0-9]{1,19})")
+"""ASCII digits only (``str.isdigit`` also accepts ``²``), at most as many as an int64 has."""
+MAX_EVENT_ID = 2**63 - 1
+"""SQLite's largest INTEGER; a bigger id cannot even be looked up."""
+
+
 def parse_ref(ref: str) -> int:
     """Return the event id in a ref (``e123``; a bare ``123`` is accepted too).
 
     Raises:
-        UsageError: ``ref`` is not of that form.
+        UsageError: ``ref`` is not of that form, or its number is beyond SQLite's integers.
     """
-    body = ref.strip()
-    body = body[1:] if body[:1] in ("e", "E") else body
-    if not body.isdigit():
-        raise UsageError(f"invalid ref {ref!r}: expected an id such as e123, as printed by a recall search.")
-    return int(body)
+    match = _REF.fullmatch(ref.strip())
+    shown = ref if len(ref) <= 40 else ref[:37] + "..."
+    if match is None or int(match.group(1)) > MAX_EVENT_ID:
+        raise UsageError(
+            f"invalid ref {shown!r}: expected an id such as e123 (e and at most 19 digits), "
+            "as printed by a recall search."
+        )
+    return int(match.group(1))
 
 
 class Index:
@@ -114,6 +129,8 @@ class Index:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._last_sources: list[Path] | None = None
+        self._identity: tuple[int, int] | None = None
+        """``(st_dev, st_ino)`` of the file once proven ours: only that file is ever moved aside."""
         self._conn = self._open()
 
     # --- opening and recovery ------------------------------------------------------------------
@@ -126,9 +143,19 @@ class Index:
                 f"cannot create the recall index folder {self.path.parent}: {exc.strerror or exc}."
                 f" Set {ENV_INDEX} to a writable path."
             ) from exc
+        found = inspect(self.path)  # a file that is not ours raises here, untouched
+        self._identity = found.identity if found.state == "ours" else None
         try:
             return self._connect()
         except _Broken as exc:
+            if self._identity is None:  # it looked new; prove it ours now, or leave it alone
+                again = inspect(self.path)
+                self._identity = again.identity if again.state == "ours" else None
+            if self._identity is None:
+                raise ConfigError(
+                    f"the recall index path {self.path} holds a file that is not a korg-recall index "
+                    f"(it {exc}); it was left untouched. Set {ENV_INDEX} to another path."
+                ) from exc
             logger.warning("recall index %s %s; moving it aside and rebuilding it", self.path, exc)
             self._move_aside()
         try:
@@ -139,7 +166,6 @@ class Index:
             ) from exc
 
     def _connect(self) -> sqlite3.Connection:
-        self._check_header()
         try:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
@@ -156,21 +182,10 @@ class Index:
             if _is_corrupt(exc):
                 raise _Broken(f"is corrupt ({exc})") from exc
             raise self._translate(exc) from exc
+        # Migrated (or found current) by this connection: the file is ours from here on.
+        st = os.stat(self.path)
+        self._identity = (st.st_dev, st.st_ino)
         return conn
-
-    def _check_header(self) -> None:
-        try:
-            with open(self.path, "rb") as handle:
-                head = handle.read(len(_SQLITE_MAGIC))
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read the recall index {self.path}: {exc.strerror or exc}."
-                f" Set {ENV_INDEX} to a readable path."
-            ) from exc
-        if head and head != _SQLITE_MAGIC:
-            raise _Broken("is not a SQLite database")
 
     def _prepare_connection(self, conn: sqlite3.Connection) -> None:
         # Look before touching: a foreign database must not even get its journal mode changed.
@@ -217,18 +232,9 @@ class Index:
             delay = min(delay * 2, 0.1)
 
     def _move_aside(self) -> None:
-        for suffix in ("", "-wal", "-shm"):
-            source = Path(f"{self.path}{suffix}")
-            target = Path(f"{self.path}.broken{suffix}")
-            try:
-                os.replace(source, target)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot move the broken recall index {source} aside: {exc.strerror or exc}."
-                    " Delete it by hand; it is a cache."
-                ) from exc
+        target = move_aside(self.path, self._identity)
+        self._identity = None
+        logger.warning("recall index %s moved aside to %s", self.path, target)
 
     def _recover(self, exc: sqlite3.Error) -> None:
         logger.warning("recall index %s is corrupt (%s); moving it aside and rebuilding it", self.path, exc)
@@ -242,6 +248,12 @@ class Index:
             return KorgError(
                 f"the recall index {self.path} stayed locked by another process for {BUSY_TIMEOUT_S:g} s."
                 " Try again once it finishes indexing."
+            )
+        if _TOO_LARGE.search(str(exc)) or isinstance(exc, sqlite3.DataError):
+            # The request, not the index: a limit the argument checks did not foresee.
+            return UsageError(
+                f"the request is too large for the recall index ({exc}). Use fewer or shorter query terms, "
+                "filters, ledgers or refs."
             )
         return KorgError(f"the recall index {self.path} failed: {exc}. Delete it to rebuild; it is a cache.")
 

@@ -17,7 +17,7 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 
-__all__ = ["MIGRATIONS", "Migration", "SchemaMismatch", "applied", "migrate"]
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "Migration", "SchemaMismatch", "applied", "migrate"]
 
 Step = Sequence[str] | Callable[[sqlite3.Connection], None]
 Migration = tuple[str, Step]
@@ -25,6 +25,10 @@ Migration = tuple[str, Step]
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 """Stemming lets ``fixing`` find ``fixed``; unicode61 splits ``math_utils.py`` into words."""
+
+APPLICATION_ID = 0x4B52434C
+"""``PRAGMA application_id`` of every index (ASCII ``KRCL``): how korg-recall recognises its own
+database before moving a broken one aside (see :mod:`korg_bridge.recall.ownership`)."""
 
 FTS_HASH_BYTES = 16 * 1024 * 1024
 """Tokens FTS5 buffers in memory before writing a segment: fewer, larger segments on a cold build."""
@@ -156,6 +160,9 @@ MIGRATIONS: list[Migration] = [
             "DELETE FROM vector_stale",
         ),
     ),
+    # Marks the file as korg-recall's, in its header: only a database carrying this id (or, for
+    # indexes older than this step, our _migrations table) is ever moved aside and rebuilt.
+    ("m006_application_id", (f"PRAGMA application_id = {APPLICATION_ID}",)),
 ]
 
 

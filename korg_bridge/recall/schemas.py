@@ -5,28 +5,41 @@ argv, so they live apart from the handlers in :mod:`korg_bridge.recall.cli`:
 reviewing a schema change should not mean reading handler code. The recall
 tool's properties are compatible with the ecosystem's recall tool (``query``,
 ``top_n``, ``min_score``, ``mode``, ``tool_filter``) plus this one's.
+
+Every string and list carries a cap (:mod:`korg_bridge.recall.limits`), so the
+bridge refuses an oversized argument before anything runs. Nothing here can
+switch redaction off: a model that reads an injected sentence in a recalled
+page must not be able to ask for the secrets; that is the operator's
+``KORG_RECALL_ALLOW_SECRETS``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from korg_bridge.recall.limits import (
+    MAX_FILTER_CHARS,
+    MAX_FILTERS,
+    MAX_LEDGERS,
+    MAX_PATH_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_REFS,
+    MAX_TIME_CHARS,
+)
 from korg_bridge.recall.modes import RECALL_MODES
+from korg_bridge.recall.paging import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, RESPONSE_CHARS
 
-__all__ = ["ALLOW_SECRETS_PROP", "LEDGER_PROP", "RECALL_SCHEMA", "WEIGHTS_PROP"]
+__all__ = ["LEDGER_PROP", "RECALL_SCHEMA", "SHOW_SCHEMA", "VERIFY_SCHEMA", "WEIGHTS_PROP"]
 
 LEDGER_PROP: dict[str, Any] = {
     "type": "array",
-    "items": {"type": "string"},
+    "items": {"type": "string", "maxLength": MAX_PATH_CHARS},
+    "maxItems": MAX_LEDGERS,
     "description": (
-        "Ledger files or directories (scanned recursively for *.jsonl). Default: $KORG_RECALL_LEDGER, "
-        "else ~/.korg/sessions, ~/.korg/claude-events.jsonl and Claude Code transcripts under "
-        "$CLAUDE_CONFIG_DIR/projects (~/.claude/projects)."
+        "Ledger files or directories (scanned recursively for *.jsonl); each must exist. Default: "
+        "$KORG_RECALL_LEDGER, else ~/.korg/sessions, ~/.korg/claude-events.jsonl and Claude Code "
+        "transcripts under $CLAUDE_CONFIG_DIR/projects (~/.claude/projects)."
     ),
-}
-ALLOW_SECRETS_PROP: dict[str, Any] = {
-    "type": "boolean",
-    "description": "Show recognisable secrets instead of [redacted] (also KORG_RECALL_ALLOW_SECRETS=1).",
 }
 
 WEIGHTS_PROP: dict[str, Any] = {
@@ -37,10 +50,10 @@ WEIGHTS_PROP: dict[str, Any] = {
         '(> 0; default 30). Example: {"recency": 0, "vector": 0.8}.'
     ),
     "properties": {
-        "bm25": {"type": "number", "minimum": 0},
-        "vector": {"type": "number", "minimum": 0},
-        "recency": {"type": "number", "minimum": 0},
-        "tau_days": {"type": "number", "exclusiveMinimum": 0},
+        "bm25": {"type": "number", "minimum": 0, "maximum": 100},
+        "vector": {"type": "number", "minimum": 0, "maximum": 100},
+        "recency": {"type": "number", "minimum": 0, "maximum": 100},
+        "tau_days": {"type": "number", "exclusiveMinimum": 0, "maximum": 36500},
     },
     "additionalProperties": False,
 }
@@ -48,7 +61,11 @@ WEIGHTS_PROP: dict[str, Any] = {
 RECALL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "query": {"type": "string", "description": "What you are looking for, in words or keywords."},
+        "query": {
+            "type": "string",
+            "maxLength": MAX_QUERY_CHARS,
+            "description": "What you are looking for, in words or keywords (at most 100 distinct terms).",
+        },
         "top_n": {
             "type": "integer",
             "description": "Max number of results (default 5).",
@@ -78,20 +95,24 @@ RECALL_SCHEMA: dict[str, Any] = {
         },
         "tool_filter": {
             "type": "array",
-            "items": {"type": "string"},
+            "items": {"type": "string", "maxLength": MAX_FILTER_CHARS},
+            "maxItems": MAX_FILTERS,
             "description": "Only these tool_name values (e.g. ['user_prompt'], ['Read', 'Bash']).",
         },
         "agent_filter": {
             "type": "array",
-            "items": {"type": "string"},
+            "items": {"type": "string", "maxLength": MAX_FILTER_CHARS},
+            "maxItems": MAX_FILTERS,
             "description": "Only these agents (exact, or a prefix such as 'claude-code').",
         },
         "since": {
             "type": "string",
+            "maxLength": MAX_TIME_CHARS,
             "description": "Only events at or after this ISO-8601 date-time, or this long ago (7d, 12h, 30m, 2w).",
         },
         "until": {
             "type": "string",
+            "maxLength": MAX_TIME_CHARS,
             "description": "Only events at or before this ISO-8601 date-time, or this long ago.",
         },
         "weights": WEIGHTS_PROP,
@@ -103,7 +124,93 @@ RECALL_SCHEMA: dict[str, Any] = {
                 "hybrid add the model, the events embedded by this call and those not embedded yet."
             ),
         },
-        "allow_secrets": ALLOW_SECRETS_PROP,
     },
     "required": ["query"],
+}
+
+SHOW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "ref": {
+            "type": ["string", "array"],
+            "items": {"type": "string", "maxLength": 64 * MAX_REFS},
+            "minItems": 1,
+            "maxItems": MAX_REFS,
+            "maxLength": 64 * MAX_REFS,
+            "description": (
+                f'Refs from recall output: "e42", a list ["e42", "e43"], or comma-separated "e42,e43" '
+                f"(at most {MAX_REFS})."
+            ),
+        },
+        "context": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 50,
+            "default": 0,
+            "description": "Events to include before and after each one (default 0).",
+        },
+        "offset": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 1_000_000_000,
+            "default": 0,
+            "description": (
+                "Where long strings start: a string longer than limit characters is shown from this character "
+                "on (default 0). The answer's next and notice give the offset that reads on."
+            ),
+        },
+        "limit": {
+            "type": "integer",
+            "minimum": MIN_LIMIT,
+            "maximum": MAX_LIMIT,
+            "default": DEFAULT_LIMIT,
+            "description": (
+                f"Characters shown of each string longer than this (default {DEFAULT_LIMIT}); shorter strings are "
+                f"shown whole. The whole answer stays under {RESPONSE_CHARS} characters; events that do not fit "
+                "are named in next."
+            ),
+        },
+        "full": {
+            "type": "boolean",
+            "description": "Show everything uncut, however long (for a terminal; an agent should page with offset).",
+        },
+        "query": {
+            "type": "string",
+            "maxLength": MAX_QUERY_CHARS,
+            "description": (
+                "The recall query the refs came from: each event then carries its hybrid score breakdown "
+                "{bm25, vector, recency, total} for it (vector is null without a local embedding model)."
+            ),
+        },
+        "weights": WEIGHTS_PROP,
+    },
+    "required": ["ref"],
+}
+
+VERIFY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {
+            "type": "string",
+            "maxLength": MAX_PATH_CHARS,
+            "description": "The ledger file (.jsonl) to verify: a regular file (directories, devices and FIFOs are refused).",
+        },
+        "pubkey": {
+            "type": "string",
+            "maxLength": 128,
+            "description": (
+                "An Ed25519 public key as 64 hex characters: also verify every event's event_sig over its canonical "
+                "preimage; an event without a valid signature makes the ledger not intact. Needs the [verify] extra."
+            ),
+        },
+        "anchors": {
+            "type": "string",
+            "maxLength": MAX_PATH_CHARS,
+            "description": (
+                "An anchors sidecar (anchors.jsonl; one {seq_id, entry_hash, anchor_kind, anchor_proof, anchored_at} "
+                "per line) to check: each anchored entry_hash must be the ledger's at that seq_id. Not read unless given."
+            ),
+        },
+    },
+    "required": ["path"],
 }

@@ -28,7 +28,7 @@ applied in SQL. Hits with the same session and the same text (ignoring case
 and spacing) are collapsed to the best one: a retried command or a repeated
 prompt is one memory. Snippets are cut at word boundaries where possible, so a
 secret is never half shown: redaction (:mod:`korg_bridge.recall.redact`) is the
-caller's, which can count what it hides and honour ``--allow-secrets``.
+caller's, which can count what it hides and honour ``KORG_RECALL_ALLOW_SECRETS``.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from __future__ import annotations
 import itertools
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.fts import (
@@ -55,6 +55,7 @@ from korg_bridge.recall.fts import (
     window_sql,
 )
 from korg_bridge.recall.index import Index
+from korg_bridge.recall.timeparse import iso_to_epoch
 
 if TYPE_CHECKING:
     from korg_bridge.recall.embed import Embedder
@@ -347,6 +348,7 @@ def _collect(collector: _Collector, ranked: Iterable[_Rank], *, chunk: int = CHU
         if not page:
             break
         rows = collector.details([event_id for event_id, _ in page])
+        page.sort(key=lambda item: _tie_break(item, rows))
         for event_id, rank in page:
             row = rows.get(event_id)
             if row is None:  # deleted by a concurrent refresh between the two queries
@@ -359,6 +361,14 @@ def _collect(collector: _Collector, ranked: Iterable[_Rank], *, chunk: int = CHU
             if collector.full:
                 break
     return collector.hits
+
+
+def _tie_break(item: _Rank, rows: Mapping[int, tuple[Any, ...]]) -> tuple[float, float, int]:
+    """Best rank first; equal ranks (copies of one event) newest first, then by id: FTS5 leaves
+    their order unspecified, and a result must not change between two runs."""
+    row = rows.get(item[0])
+    moment = iso_to_epoch(row[4]) if row is not None else None
+    return item[1], -(moment or 0.0), item[0]
 
 
 def _ranked(collector: _Collector, ranked: Sequence[Ranked]) -> list[Hit]:

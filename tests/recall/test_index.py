@@ -354,20 +354,6 @@ def _build(path: Path, ledgers: Path) -> None:
         built.refresh([ledgers])
 
 
-def test_index_overwritten_with_garbage_is_rebuilt_with_a_warning(
-    tmp_path: Path, ledgers: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    path = tmp_path / "index.sqlite"
-    _build(path, ledgers)
-    path.write_bytes(os.urandom(8192))
-    with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.index"), Index(path) as rebuilt:
-        rebuilt.refresh([ledgers])
-        assert len(find(rebuilt, "walrus", [ledgers])) == 10
-    assert "is not a SQLite database" in caplog.text
-    assert "rebuilding" in caplog.text
-    assert (tmp_path / "index.sqlite.broken").exists()
-
-
 def test_index_with_corrupt_pages_is_rebuilt(
     tmp_path: Path, ledgers: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -400,24 +386,6 @@ def test_corruption_a_query_runs_into_rebuilds_and_retries(
     assert "is corrupt" in caplog.text
 
 
-def test_foreign_sqlite_file_is_moved_aside_not_destroyed(
-    tmp_path: Path, ledgers: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    path = tmp_path / "index.sqlite"
-    foreign = sqlite3.connect(path)
-    foreign.execute("CREATE TABLE users (name TEXT)")
-    foreign.execute("INSERT INTO users VALUES ('ada')")
-    foreign.commit()
-    foreign.close()
-    (ledgers / "s.jsonl").write_text(prompt(1, "mine"))
-    with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.index"), Index(path) as index:
-        index.refresh([ledgers])
-        assert find(index, "mine", [ledgers]) == ["mine"]
-    assert "belongs to another program" in caplog.text
-    with contextlib.closing(sqlite3.connect(tmp_path / "index.sqlite.broken")) as kept:
-        assert kept.execute("SELECT name FROM users").fetchall() == [("ada",)]
-
-
 def test_index_from_a_newer_version_is_rebuilt(
     tmp_path: Path, ledgers: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -430,17 +398,6 @@ def test_index_from_a_newer_version_is_rebuilt(
     with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.index"), Index(path) as index:
         assert index.stats()["events"] == 0
     assert "schema this version does not know" in caplog.text
-
-
-def test_foreign_migrations_table_is_rebuilt_too(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    path = tmp_path / "index.sqlite"
-    foreign = sqlite3.connect(path)
-    foreign.execute("CREATE TABLE _migrations (version INTEGER)")  # another framework's bookkeeping
-    foreign.commit()
-    foreign.close()
-    with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.index"), Index(path) as index:
-        assert index.stats()["events"] == 0
-    assert "cannot read" in caplog.text
 
 
 def test_empty_file_is_a_fresh_index(tmp_path: Path) -> None:

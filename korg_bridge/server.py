@@ -18,7 +18,6 @@ The live state is a :class:`Bridge`: the watched binaries and the current
 
 from __future__ import annotations
 
-import errno
 import logging
 import time
 import weakref
@@ -29,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
-from jsonschema.exceptions import relevance
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -40,7 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ._version import __version__
 from .catalogue import Catalogue, Entry, ToolFilter
 from .coercion import coerce_arguments
-from .contract import CallableSpec, Document
+from .contract import Document
 from .discovery import DEFAULT_DISCOVERY_TIMEOUT
 from .drift import POLL_INTERVAL, Watch, poll_forever
 from .errors import KorgError, ToolCallError
@@ -49,7 +47,8 @@ from .output import CallResult
 from .policy import Policy
 from .process import DEFAULT_OUTPUT_CAP, ChunkCallback
 from .progress import MAX_RATE, LineProgress
-from .validation import VALIDATION_TIME_LIMIT, validate
+from .results import error_result, finish, start_failure
+from .validation import VALIDATION_TIME_LIMIT
 
 if TYPE_CHECKING:
     from .audit import AuditLog
@@ -57,11 +56,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONCURRENCY = 8
-
-OUTPUT_CHECK_LIMIT = 10.0
-"""Seconds checking a result against its ``output_schema`` may take (never more
-than the call's timeout): output can be megabytes, so it gets more room than
-arguments do."""
 
 
 @dataclass(slots=True)
@@ -84,10 +78,6 @@ class BridgeOptions:
     progress_rate: float = MAX_RATE
 
 
-def error_result(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
-
-
 @dataclass(slots=True)
 class _CallRecord:
     """What one call has done so far, so its audit entry is right whatever fails."""
@@ -99,17 +89,6 @@ class _CallRecord:
     exit_code: int | None = None
     output: str = ""
     audited: bool = False
-
-
-def start_failure(document: Document, exc: OSError) -> str:
-    """Why ``exec`` failed, and what to do about it."""
-    binary = document.path or document.binary
-    if exc.errno == errno.E2BIG:
-        return (
-            f"could not start {binary}: the command line is too long for the system "
-            f"({exc.strerror or exc}). Pass less data in the arguments; nothing was run."
-        )
-    return f"could not start {binary}: {exc.strerror or exc}. Check that the binary still exists and is executable."
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -284,7 +263,7 @@ class Bridge:
                 return error_result(message)
         record.ran, record.exit_code, record.output = True, result.exit_code, result.text
         record.stage = "checking the output"
-        final = await self._finish(spec, result)
+        final = await finish(spec, result, timeout=opts.timeout)
         await self._audit(
             entry,
             params,
@@ -348,54 +327,6 @@ class Bridge:
             raise failure
         assert result is not None
         return result
-
-    async def _finish(self, spec: CallableSpec, result: CallResult) -> types.CallToolResult:
-        """Text for every client; ``structuredContent`` for envelope objects; the output schema enforced."""
-        content: list[types.ContentBlock] = [types.TextContent(type="text", text=result.text)]
-        if result.is_error:
-            return types.CallToolResult(content=content, is_error=True)
-        if spec.output_validator is not None:
-            # A client is told to expect structure: a result without it must be an error.
-            if result.structured is None:
-                unstructured = result.details.get("unstructured")
-                why = (
-                    f"printed a JSON object that cannot be returned as structured content ({unstructured})"
-                    if unstructured
-                    else "did not print a JSON object"
-                )
-                return error_result(f"{spec.command_id} declares an output_schema but {why}:\n{result.text}")
-            try:
-                problems = await self._output_problems(spec, result.structured)
-            except ToolCallError as exc:
-                return error_result(
-                    f"{spec.command_id} ran and exited 0, but its output could not be checked against "
-                    f"its output_schema: {exc.message}. The output, unchecked:\n{result.text}"
-                )
-            if problems:
-                return error_result(
-                    f"{spec.command_id} printed output that does not match its output_schema: {problems}\n"
-                    f"{result.text}"
-                )
-        if result.structured is not None and spec.capabilities.output_mode == "envelope":
-            return types.CallToolResult(content=content, structured_content=result.structured)
-        return types.CallToolResult(content=content)
-
-    async def _output_problems(self, spec: CallableSpec, value: dict[str, Any]) -> str:
-        """Raises: ToolCallError: the check itself failed or took too long."""
-        assert spec.output_validator is not None
-        errors = await validate(
-            spec.output_validator,
-            value,
-            time_limit=min(OUTPUT_CHECK_LIMIT, self.options.timeout),
-            subject="checking the output",
-            schema_name="output_schema",
-        )
-        if not errors:
-            return ""
-        first = max(errors, key=relevance)
-        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.absolute_path)
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return f"{where}: {first.message}{more}"
 
     async def _audit(
         self,

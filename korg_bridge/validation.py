@@ -31,6 +31,7 @@ combining the two is refused at discovery.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -387,7 +388,7 @@ async def validate(
             ) from exc
         except Unresolvable as exc:
             raise ArgumentError(f"the {schema_name} has a reference that cannot be resolved: {exc}") from exc
-        except (DocumentError, ValueError, OverflowError) as exc:
+        except (DocumentError, re.error, ValueError, OverflowError) as exc:
             raise ArgumentError(f"the {schema_name} cannot be applied: {exc}") from exc
         finally:
             _local.budget = None

@@ -83,14 +83,12 @@ class _Budget:
     expired: bool = False
     pattern: str | None = None
     """The pattern whose search ran out of time, or is running when the thread is abandoned."""
+    text: str | None = None
+    """The string it was searching: found again in the value, it says where."""
 
 
 class _OutOfTime(Exception):
     """Raised inside the worker thread once the deadline has passed."""
-
-
-class _TooExpensive(ValidationError):
-    """Yielded where a pattern search ran out of time, so jsonschema attaches the path."""
 
 
 _local = threading.local()
@@ -105,34 +103,41 @@ def _search(source: str, text: str) -> bool:
     """A schema pattern applied to one string, bounded by the current deadline.
 
     Raises:
-        TimeoutError: the search ran out of time (the budget is marked expired).
+        _OutOfTime: the search ran out of time (the budget is marked expired).
     """
     pattern: Pattern = compile_pattern(source)
     budget = _budget()
     if budget is None:
         return pattern.search(text, VALIDATION_TIME_LIMIT)
-    budget.pattern = source
+    budget.pattern, budget.text = source, text
     try:
         matched = pattern.search(text, budget.deadline - time.monotonic())
-    except TimeoutError:
+    except TimeoutError as exc:
         budget.expired = True
-        raise
-    budget.pattern = None
+        raise _OutOfTime from exc
+    budget.pattern = budget.text = None
     return matched
 
 
-def _too_expensive(source: str) -> _TooExpensive:
-    return _TooExpensive(f"pattern {short(source)} is too expensive for this value", validator="pattern")
+def _locate(value: Any, target: str) -> tuple[Any, ...] | None:
+    """Where the very string ``target`` sits in ``value`` (a property name: its object)."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if isinstance(node, dict):
+            if any(key is target for key in node):
+                return path
+            stack.extend((v, (*path, k)) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, (*path, i)) for i, v in enumerate(node))
+    return None
 
 
 def _pattern(validator: Any, source: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "string"):
-        return
-    try:
-        if not _search(source, instance):
-            yield ValidationError(f"{instance!r} does not match {source!r}")
-    except TimeoutError:
-        yield _too_expensive(source)
+    if validator.is_type(instance, "string") and not _search(source, instance):
+        yield ValidationError(f"{instance!r} does not match {source!r}")
 
 
 def _pattern_properties(
@@ -142,12 +147,7 @@ def _pattern_properties(
         return
     for source, subschema in patterns.items():
         for key, value in instance.items():
-            try:
-                matched = _search(source, key)
-            except TimeoutError:
-                yield _too_expensive(source)
-                return
-            if matched:
+            if _search(source, key):
                 yield from validator.descend(value, subschema, path=key, schema_path=source)
 
 
@@ -162,16 +162,7 @@ def _additional_properties(
     for key in instance:
         if key in declared:
             continue
-        matched = False
-        for source in patterns:
-            try:
-                matched = _search(source, key)
-            except TimeoutError:
-                yield _too_expensive(source)
-                return
-            if matched:
-                break
-        if not matched:
+        if not any(_search(source, key) for source in patterns):
             extras.append(key)
     if validator.is_type(additional, "object"):
         for key in extras:
@@ -400,10 +391,10 @@ async def validate(
         if not budget.expired:
             return errors
     # Out of time, whether the thread noticed (expired) or was abandoned.
-    if budget.pattern is None:
+    if budget.pattern is None or budget.text is None:
         raise ArgumentError(f"{subject} took longer than {time_limit:g} s")
-    expensive = next((e for e in errors if isinstance(e, _TooExpensive)), None)
-    where = f" at {dotted(expensive.absolute_path)}" if expensive is not None else ""
+    path = _locate(instance, budget.text)
+    where = f" at {dotted(path)}" if path is not None else ""
     raise ArgumentError(
         f"{subject} took longer than {time_limit:g} s (pattern "
         f"{short(budget.pattern)}{where} is too expensive for this value)"

@@ -102,20 +102,22 @@ async def test_other_requests_stay_responsive_while_one_validation_is_pathologic
     finished: dict[str, float] = {}
     results: dict[str, Any] = {}
 
-    async def pathological() -> None:
-        results["slow"] = await bridge.client.call_tool("hostile_lookahead", {"name": PATHOLOGICAL})
-        finished["slow"] = time.monotonic()
+    async def request(key: str, name: str | None, arguments: dict[str, Any] | None = None) -> None:
+        if name is None:
+            results[key] = await bridge.client.list_tools()
+        else:
+            results[key] = await bridge.client.call_tool(name, arguments)
+        finished[key] = time.monotonic()
 
     started = time.monotonic()
     with anyio.fail_after(VALIDATION_BOUND + CALL_BOUND):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(pathological)
-            tools = await bridge.client.list_tools()
-            finished["list"] = time.monotonic()
-            results["quick"] = await bridge.client.call_tool("hostile_redos", {"name": "aaa"})
-            finished["quick"] = time.monotonic()
-            results["refused"] = await bridge.client.call_tool("hostile_redos", {"name": 5})
-            finished["refused"] = time.monotonic()
+            # Tasks start in order, so the pathological request is written first.
+            tg.start_soon(request, "slow", "hostile_lookahead", {"name": PATHOLOGICAL})
+            tg.start_soon(request, "list", None)
+            tg.start_soon(request, "quick", "hostile_redos", {"name": "aaa"})
+            tg.start_soon(request, "refused", "hostile_redos", {"name": 5})
+    tools = results["list"]
 
     assert tools.tools and not results["quick"].is_error and results["refused"].is_error
     # Everything else was answered while the pathological call was still being checked.

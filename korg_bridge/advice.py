@@ -109,8 +109,10 @@ def describe(error: ValidationError) -> list[str]:
         return [f"{where} does not match any of the allowed forms{hint}"]
     if kind == "not":
         return [f"{where} must not be {got}"]
-    if kind == "false":
-        return [f"{where} is not allowed"]
+    if kind is None:  # a `false` subschema; jsonschema does not record its path
+        return [
+            f"{got} is not allowed here" if where == "arguments" else f"{where} is not allowed, got {got}"
+        ]
     return [f"{where}: {error.message}"]
 
 

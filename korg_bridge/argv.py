@@ -13,12 +13,17 @@
 The attached form is what keeps a value from ever being read as a flag:
 argparse, clap and click all read ``--opt=-x`` as the value ``-x``, while
 ``--opt -x`` is "missing value" or, worse, another option.
+
+The kernel bounds what ``exec`` accepts; a call over it is refused here,
+naming the argument, instead of failing in ``exec`` with ``E2BIG``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -71,12 +76,54 @@ def format_scalar(value: Any, where: str) -> str:
     return text
 
 
-def _option(flag: str, value: str) -> list[str]:
+MAX_ARG_STRLEN = 131072
+"""Linux's bound on one argv string, its NUL included (32 pages); ``exec`` fails
+with ``E2BIG`` beyond it however much room the whole command line has."""
+
+POINTER_SIZE = 8
+"""Bytes of the pointer the kernel copies for each argv and environment string."""
+
+
+def _arg_bytes(text: str) -> int:
+    return len(os.fsencode(text))
+
+
+def _option(flag: str, value: str, where: str | None = None) -> list[str]:
     # Any value that starts with "-" goes in the attached form so that it can
     # never be parsed as a flag; "=" in the value is fine after the first "=".
-    if value.startswith("-"):
-        return [f"{flag}={value}"]
-    return [flag, value]
+    words = [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+    size = _arg_bytes(words[-1])
+    if sys.platform.startswith("linux") and size >= MAX_ARG_STRLEN:
+        raise ArgumentError(
+            f"{where or flag} is {size} bytes; one command-line argument may be at most "
+            f"{MAX_ARG_STRLEN - 1} bytes. Pass less data (or a path to a file, if the tool takes one); "
+            "nothing was run."
+        )
+    return words
+
+
+def check_command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    """Refuse a command line that ``exec`` would reject as a whole (``ARG_MAX``).
+
+    ``env`` is the environment the child gets (``None``: this process's).
+
+    Raises:
+        ArgumentError: argv plus the environment exceed the system's limit.
+    """
+    try:
+        limit = os.sysconf("SC_ARG_MAX")
+    except (ValueError, OSError):
+        return
+    if limit <= 0:
+        return
+    environ = os.environ if env is None else env
+    size = sum(_arg_bytes(a) + 1 + POINTER_SIZE for a in argv)
+    size += sum(_arg_bytes(k) + _arg_bytes(v) + 2 + POINTER_SIZE for k, v in environ.items())
+    if size > limit:
+        raise ArgumentError(
+            f"the command line would be {size} bytes with its environment; the system allows "
+            f"{limit} (ARG_MAX). Pass less data in the arguments; nothing was run."
+        )
 
 
 def build_argv(
@@ -93,7 +140,7 @@ def build_argv(
 
     Raises:
         ArgumentError: an argument is not declared in the schema, or a value
-            cannot be passed (NUL, non-finite number).
+            cannot be passed (NUL, non-finite number, longer than the system allows).
     """
     if isinstance(spec, str):
         found = document.get(spec)
@@ -121,7 +168,7 @@ def arguments_to_flags(spec: CallableSpec, arguments: Mapping[str, Any]) -> list
         declared = ", ".join(props) or "none"
         raise ArgumentError(
             f"unknown argument(s) {', '.join(map(repr, unknown))} for {spec.command_id}; "
-            f"declared properties: {declared}."
+            f"declared properties: {declared}; nothing was run."
         )
     out: list[str] = []
     for name in props:
@@ -137,7 +184,7 @@ def arguments_to_flags(spec: CallableSpec, arguments: Mapping[str, Any]) -> list
             for i, item in enumerate(value):
                 if item is None:
                     continue
-                out.extend(_option(flag, format_scalar(item, f"{name}[{i}]")))
+                out.extend(_option(flag, format_scalar(item, f"{name}[{i}]"), f"{flag} item {i}"))
         else:
             out.extend(_option(flag, format_scalar(value, name)))
     return out

@@ -6,9 +6,15 @@ duplicate ``command_id``) mean we cannot trust anything in it, so they raise
 :class:`~korg_bridge.errors.DocumentError`. Faults confined to one callable
 (an unsafe ``command_id`` segment, a property name that cannot be a flag, an
 ``input_schema`` that fails its metaschema) skip only that callable, with a
-reason, because one bad entry must not hide a binary's other tools.
+reason, because one bad entry must not hide a binary's other tools. Whatever
+goes wrong while one callable is examined - even an error nobody foresaw -
+skips that callable: startup never dies of one entry.
 
-Schemas are checked and their validators compiled here, once, at discovery.
+Schemas are checked and their (bounded) validators compiled here, once, at
+discovery, by :func:`korg_bridge.validation.compile_schema`.
+
+Names are matched whole (``fullmatch``): ``$`` would also match before a
+final newline, and ``"run\n"`` must never become an argv word or a flag.
 """
 
 from __future__ import annotations
@@ -22,21 +28,24 @@ from importlib import resources
 from typing import Any
 
 import jsonschema
-from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 
 from .errors import EXIT_CODES, DocumentError
+from .validation import compile_schema, json_path
 
 SCHEMA_ID = "korg:introspect@v1"
 
 SIDE_EFFECTS = ("none", "fs_read", "fs_write", "network", "ledger_write")
 OUTPUT_MODES = ("none", "stream", "envelope", "session")
 
-SEGMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
-"""A command_id segment becomes an argv word: it must not look like a flag."""
+SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
+"""A command_id segment becomes an argv word: it must not look like a flag
+(always used with ``fullmatch``)."""
 
-PROPERTY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
-"""A property name becomes ``--kebab-name``: no spaces, no leading dash, no ``=``."""
+PROPERTY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
+"""A property name becomes ``--kebab-name``: no spaces, no leading dash, no ``=``,
+no newline (always used with ``fullmatch``)."""
 
 MAX_DEPTH = 64
 """Deeper documents are refused: real schemas nest a handful of levels, while
@@ -86,6 +95,7 @@ class CallableSpec:
     capabilities: Capabilities
     validator: Validator = field(repr=False, compare=False)
     output_schema: dict[str, Any] | None = None
+    output_validator: Validator | None = field(default=None, repr=False, compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -180,11 +190,12 @@ def parse_document(data: Any, *, label: str = "document", path: str | None = Non
         if command_id in seen:
             raise DocumentError(f"{label}: duplicate command_id {command_id!r} in callables[{i}].")
         seen.add(command_id)
-        reason = _skip_reason(entry)
-        if reason is not None:
-            skipped.append(Skipped(command_id, reason))
-            continue
-        good.append(_build_spec(entry))
+        try:
+            good.append(_build_spec(entry))
+        except DocumentError as exc:
+            skipped.append(Skipped(command_id, exc.message))
+        except Exception as exc:  # one callable's unforeseen fault must not sink the rest
+            skipped.append(Skipped(command_id, f"cannot be served: {type(exc).__name__}: {exc}"))
 
     return Document(
         binary=binary_name,
@@ -209,53 +220,47 @@ def _check_required(entry: Any, i: int, label: str) -> None:
             )
 
 
-def _skip_reason(entry: dict[str, Any]) -> str | None:
-    """Why this one callable cannot be served, or ``None`` when it can."""
+def _check_names(entry: dict[str, Any]) -> None:
+    """Raises: DocumentError: a command_id segment or property name that cannot be argv."""
     command_id: str = entry["command_id"]
     for segment in command_id.split("."):
-        if not SEGMENT_RE.match(segment):
-            return (
+        if not SEGMENT_RE.fullmatch(segment):
+            raise DocumentError(
                 f"command_id segment {segment!r} is not a safe subcommand word (^[A-Za-z0-9][A-Za-z0-9_-]*$)"
             )
     violation = best_match(_callable_validator().iter_errors(entry))
     if violation is not None:
-        where = _json_path(("callable", *violation.absolute_path))
-        return f"{where}: {violation.message}"
+        raise DocumentError(f"{json_path(('callable', *violation.absolute_path))}: {violation.message}")
     schema: dict[str, Any] = entry["input_schema"]
     if schema.get("type") != "object":
-        return f"input_schema must have type 'object', got {schema.get('type')!r}"
-    try:
-        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(
-            schema
-        )
-    except SchemaError as exc:
-        return f"input_schema is not a valid JSON Schema: {_json_path(('input_schema', *exc.path))}: {exc.message}"
+        raise DocumentError(f"input_schema must have type 'object', got {schema.get('type')!r}")
     props = schema.get("properties", {})
     if not isinstance(props, dict):
-        return "input_schema.properties must be an object"
+        raise DocumentError("input_schema.properties must be an object")
     flags: dict[str, str] = {}
     for name in props:
-        if not PROPERTY_RE.match(name):
-            return f"property {name!r} cannot be a command-line flag (^[A-Za-z0-9][A-Za-z0-9_-]*$)"
+        if not PROPERTY_RE.fullmatch(name):
+            raise DocumentError(
+                f"property {name!r} cannot be a command-line flag (^[A-Za-z0-9][A-Za-z0-9_-]*$)"
+            )
         flag = name.replace("_", "-")
         if flag in flags:
-            return f"properties {flags[flag]!r} and {name!r} both map to flag --{flag}"
+            raise DocumentError(f"properties {flags[flag]!r} and {name!r} both map to flag --{flag}")
         flags[flag] = name
-    output_schema = entry.get("output_schema")
-    if output_schema is not None:
-        try:
-            jsonschema.validators.validator_for(
-                output_schema, default=jsonschema.Draft202012Validator
-            ).check_schema(output_schema)
-        except SchemaError as exc:
-            return f"output_schema is not a valid JSON Schema: {exc.message}"
-    return None
 
 
 def _build_spec(entry: dict[str, Any]) -> CallableSpec:
+    """One servable callable, its validators compiled.
+
+    Raises:
+        DocumentError: why this one callable cannot be served (its skip reason).
+    """
+    _check_names(entry)
     schema: dict[str, Any] = entry["input_schema"]
+    validator = compile_schema(schema, "input_schema")
+    output_schema = entry.get("output_schema")
+    output_validator = None if output_schema is None else compile_schema(output_schema, "output_schema")
     caps: dict[str, Any] = entry["capabilities"]
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     side = caps.get("side_effects")
     mode = caps.get("output_mode")
     description = entry.get("description")
@@ -270,8 +275,9 @@ def _build_spec(entry: dict[str, Any]) -> CallableSpec:
             long_running=caps.get("long_running") is True,
             raw=caps,
         ),
-        validator=cls(schema, format_checker=cls.FORMAT_CHECKER),
-        output_schema=entry.get("output_schema"),
+        validator=validator,
+        output_schema=output_schema,
+        output_validator=output_validator,
         raw=entry,
     )
 
@@ -283,13 +289,6 @@ def _exit_codes(value: Any) -> dict[int, str]:
             if isinstance(key, str) and key.isdigit() and isinstance(meaning, str):
                 table[int(key)] = meaning
     return table
-
-
-def _json_path(parts: tuple[Any, ...]) -> str:
-    out = str(parts[0])
-    for part in parts[1:]:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
 
 
 def _json_type(value: Any) -> str:

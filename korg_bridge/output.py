@@ -4,7 +4,7 @@ The shapes match what the korg ecosystem's bridges produce, so prompts
 written against them keep working:
 
 * ``envelope`` — stdout parsed as JSON and pretty-printed (indent 2); raw text
-  when it is not JSON.
+  when it is not JSON, or nested deeper than :data:`MAX_STRUCTURED_DEPTH`.
 * ``stream`` — stdout as is.
 * ``none`` — stripped stdout, or ``ok`` when there is none.
 * anything else — raw stdout.
@@ -18,7 +18,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .contract import json_depth_exceeds
 from .process import ProcessResult
+
+MAX_STRUCTURED_DEPTH = 100
+"""JSON nested deeper is returned as raw text, never as ``structuredContent``:
+the SDK cannot serialise beyond ~250 levels, its client parses at most ~200,
+and other clients' parsers stop sooner (serde_json at 128)."""
 
 
 @dataclass(slots=True)
@@ -54,17 +60,29 @@ def truncation_notice(stream: str, kept: int, dropped: int) -> str:
 
 def format_stdout(mode: str | None, stdout: str) -> tuple[str, dict[str, Any] | None]:
     """The success text for ``mode``, plus the parsed JSON object when there is one."""
+    text, structured, _ = _format(mode, stdout)
+    return text, structured
+
+
+def _format(mode: str | None, stdout: str) -> tuple[str, dict[str, Any] | None, str | None]:
+    """:func:`format_stdout`, plus why a JSON object is not returned as structure, if so."""
     if mode == "envelope":
         try:
             parsed = json.loads(stdout)
         except (ValueError, RecursionError):
-            return stdout, None
-        pretty = json.dumps(parsed, indent=2, ensure_ascii=False)
-        return pretty, parsed if isinstance(parsed, dict) else None
+            return stdout, None, None
+        if json_depth_exceeds(parsed, MAX_STRUCTURED_DEPTH):
+            # Raw text: no MCP client could read it as structure.
+            return stdout, None, f"its JSON is nested deeper than {MAX_STRUCTURED_DEPTH} levels"
+        try:
+            pretty = json.dumps(parsed, indent=2, ensure_ascii=False)
+        except (ValueError, RecursionError):
+            return stdout, None, "its JSON cannot be re-encoded"
+        return pretty, parsed if isinstance(parsed, dict) else None, None
     if mode == "none":
         stripped = stdout.strip()
-        return (stripped or "ok"), None
-    return stdout, None
+        return (stripped or "ok"), None, None
+    return stdout, None, None
 
 
 def build_result(
@@ -88,7 +106,7 @@ def build_result(
         else ""
     )
     code = result.returncode
-    details = {
+    details: dict[str, Any] = {
         "stdout_bytes": len(result.stdout) + result.stdout_dropped,
         "stderr_bytes": len(result.stderr) + result.stderr_dropped,
         "timed_out": result.timed_out,
@@ -105,7 +123,9 @@ def build_result(
         return CallResult("\n".join(parts), True, code, None, stdout, stderr, result.duration, details)
     if code == 0:
         # A truncated envelope is not valid JSON any more: show it raw.
-        text, structured = format_stdout(output_mode if not out_notice else "stream", stdout)
+        text, structured, unstructured = _format(output_mode if not out_notice else "stream", stdout)
+        if unstructured is not None:
+            details["unstructured"] = unstructured
         return CallResult(
             text + out_notice, False, code, structured, stdout, stderr, result.duration, details
         )

@@ -7,7 +7,10 @@ the binary declared it.
 Two failure channels, as the MCP spec intends: what the model can fix (bad
 arguments, a refused side effect, a non-zero exit, output that breaks its
 declared schema) is a tool result with ``isError: true``; what it cannot (an
-unknown tool, a broken server) is a JSON-RPC error.
+unknown tool) is a JSON-RPC error. Nothing else on the call path may become a
+JSON-RPC error: an exception nobody foresaw is caught once, in
+:meth:`Bridge.call_tool`, and becomes an ``isError`` result naming what
+failed, logged and audited like any other call.
 
 The live state is a :class:`Bridge`: the watched binaries and the current
 :class:`~korg_bridge.catalogue.Catalogue`, swapped atomically on drift.
@@ -25,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
-from jsonschema.exceptions import best_match
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -35,15 +37,18 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ._version import __version__
 from .catalogue import Catalogue, Entry, ToolFilter
-from .contract import CallableSpec, Document
+from .coercion import coerce_arguments
+from .contract import Document
 from .discovery import DEFAULT_DISCOVERY_TIMEOUT
 from .drift import POLL_INTERVAL, Watch, poll_forever
 from .errors import KorgError, ToolCallError
-from .invocation import DEFAULT_CALL_TIMEOUT, invoke
+from .invocation import DEFAULT_CALL_TIMEOUT, PreparedCall, prepare_call, run_prepared
 from .output import CallResult
 from .policy import Policy
 from .process import DEFAULT_OUTPUT_CAP, ChunkCallback
 from .progress import MAX_RATE, LineProgress
+from .results import error_result, finish, start_failure
+from .validation import VALIDATION_TIME_LIMIT
 
 if TYPE_CHECKING:
     from .audit import AuditLog
@@ -73,8 +78,24 @@ class BridgeOptions:
     progress_rate: float = MAX_RATE
 
 
-def error_result(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+@dataclass(slots=True)
+class _CallRecord:
+    """What one call has done so far, so its audit entry is right whatever fails."""
+
+    started: float
+    arguments: Mapping[str, Any] | None
+    stage: str = "checking the arguments"
+    ran: bool = False
+    exit_code: int | None = None
+    output: str = ""
+    audited: bool = False
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def wants_progress(ctx: ServerRequestContext[Any]) -> bool:
@@ -121,7 +142,6 @@ class Bridge:
         self.bus = InMemorySubscriptionBus()
         self._legacy_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._limiter = anyio.CapacityLimiter(max(1, self.options.max_concurrency))
-        self._output_validators: dict[int, Any] = {}
         self.active_calls = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -185,8 +205,11 @@ class Bridge:
             )
         self.active_calls += 1
         self._idle = anyio.Event() if self.active_calls == 1 else self._idle
+        record = _CallRecord(time.monotonic(), params.arguments)
         try:
-            return await self._call(ctx, entry, params)
+            return await self._call(ctx, entry, params, record)
+        except Exception as exc:  # the last resort: never a code-0 JSON-RPC error
+            return await self._unexpected(entry, params, record, exc)
         finally:
             self.active_calls -= 1
             if self.active_calls == 0:
@@ -196,14 +219,34 @@ class Bridge:
         await self._idle.wait()
 
     async def _call(
-        self, ctx: ServerRequestContext[Any], entry: Entry, params: types.CallToolRequestParams
+        self,
+        ctx: ServerRequestContext[Any],
+        entry: Entry,
+        params: types.CallToolRequestParams,
+        record: _CallRecord,
     ) -> types.CallToolResult:
-        started = time.monotonic()
         spec = entry.spec
+        opts = self.options
         if not entry.allowed:
-            await self._audit(entry, params, started, success=False, reason=entry.denial)
+            await self._audit(entry, params, record, success=False, reason=entry.denial)
             return error_result(entry.denial)
+        # Everything that can refuse the call happens here, before progress
+        # forwarding or the process start: a refusal is always a plain result.
+        record.arguments = coerce_arguments(spec.properties, params.arguments)
+        try:
+            prepared = await prepare_call(
+                entry.document,
+                spec,
+                record.arguments,
+                opts.policy,
+                env=opts.env,
+                time_limit=min(VALIDATION_TIME_LIMIT, opts.timeout),
+            )
+        except ToolCallError as exc:
+            await self._audit(entry, params, record, success=False, reason=exc.message)
+            return error_result(exc.message)
         async with self._limiter:
+            record.stage = "running the binary"
             progress: LineProgress | None = None
             caps = spec.capabilities
             if (caps.output_mode == "stream" or caps.long_running) and wants_progress(ctx):
@@ -211,42 +254,56 @@ class Bridge:
                 async def report(value: float, message: str) -> None:
                     await ctx.session.report_progress(value, None, message)
 
-                progress = LineProgress(report, max_rate=self.options.progress_rate)
+                progress = LineProgress(report, max_rate=opts.progress_rate)
             try:
-                result = await self._run(entry, params, progress)
-            except ToolCallError as exc:  # refused before anything ran: policy or arguments
-                await self._audit(entry, params, started, success=False, reason=exc.message)
-                return error_result(exc.message)
+                result = await self._run(entry, prepared, progress)
             except OSError as exc:
-                message = (
-                    f"could not start {entry.document.path or entry.document.binary}: {exc.strerror or exc}. "
-                    "Check that the binary still exists and is executable."
-                )
-                await self._audit(entry, params, started, success=False, reason=message)
+                message = start_failure(entry.document, exc)
+                await self._audit(entry, params, record, success=False, reason=message)
                 return error_result(message)
-        final = self._finish(spec, result)
+        record.ran, record.exit_code, record.output = True, result.exit_code, result.text
+        record.stage = "checking the output"
+        final = await finish(spec, result, timeout=opts.timeout)
         await self._audit(
             entry,
             params,
-            started,
+            record,
             success=not final.is_error,
-            exit_code=result.exit_code,
-            output=result.text,
             reason=final.content[0].text if final.is_error and not result.is_error else None,  # type: ignore[union-attr]
         )
         return final
 
-    async def _run(
-        self, entry: Entry, params: types.CallToolRequestParams, progress: LineProgress | None
-    ) -> CallResult:
+    async def _unexpected(
+        self,
+        entry: Entry,
+        params: types.CallToolRequestParams,
+        record: _CallRecord,
+        exc: Exception,
+    ) -> types.CallToolResult:
+        """An error nobody foresaw: an ``isError`` result naming it, logged and audited."""
+        cause = _leaf(exc)
+        what = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        if record.ran:
+            after = f"; the binary ran and exited {record.exit_code}"
+        else:
+            after = "; nothing was run" if record.stage == "checking the arguments" else ""
+        message = f"korg-bridge failed while {record.stage} for {entry.spec.command_id}: {what}{after}"
+        log.error("%s", message)
+        log.debug("traceback of the failure above", exc_info=exc)
+        if not record.audited:
+            try:
+                await self._audit(entry, params, record, success=False, reason=message)
+            except Exception as audit_exc:  # the call's own answer still goes out
+                log.error("could not audit the failed call: %s", audit_exc)
+        return error_result(message + (f"\n{record.output}" if record.ran and record.output else ""))
+
+    async def _run(self, entry: Entry, prepared: PreparedCall, progress: LineProgress | None) -> CallResult:
         opts = self.options
 
         async def run(on_stdout: ChunkCallback | None) -> CallResult:
-            return await invoke(
+            return await run_prepared(
                 entry.document,
-                entry.spec,
-                params.arguments,
-                policy=opts.policy,
+                prepared,
                 timeout=opts.timeout,
                 output_cap=opts.output_cap,
                 env=opts.env,
@@ -256,73 +313,42 @@ class Bridge:
 
         if progress is None:
             return await run(None)
+        failure: Exception | None = None
+        result: CallResult | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(progress.run)
             try:
                 result = await run(progress.feed)
+            except Exception as exc:  # raised below, not wrapped in an ExceptionGroup
+                failure = exc
             finally:
                 progress.close()
+        if failure is not None:
+            raise failure
+        assert result is not None
         return result
-
-    def _finish(self, spec: CallableSpec, result: CallResult) -> types.CallToolResult:
-        """Text for every client; ``structuredContent`` for envelope objects; the output schema enforced."""
-        content: list[types.ContentBlock] = [types.TextContent(type="text", text=result.text)]
-        if result.is_error:
-            return types.CallToolResult(content=content, is_error=True)
-        if spec.output_schema is not None:
-            if result.structured is None:
-                return error_result(
-                    f"{spec.command_id} declares an output_schema but did not print a JSON object:\n{result.text}"
-                )
-            problems = self._output_problems(spec, result.structured)
-            if problems:
-                return error_result(
-                    f"{spec.command_id} printed output that does not match its output_schema: {problems}\n"
-                    f"{result.text}"
-                )
-        if result.structured is not None and spec.capabilities.output_mode == "envelope":
-            return types.CallToolResult(content=content, structured_content=result.structured)
-        return types.CallToolResult(content=content)
-
-    def _output_problems(self, spec: CallableSpec, value: dict[str, Any]) -> str:
-        import jsonschema
-
-        key = id(spec)
-        validator = self._output_validators.get(key)
-        if validator is None:
-            schema = spec.output_schema or {}
-            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            validator = self._output_validators[key] = cls(schema)
-        errors = list(validator.iter_errors(value))
-        if not errors:
-            return ""
-        first = best_match(errors)
-        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.absolute_path)
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return f"{where}: {first.message}{more}"
 
     async def _audit(
         self,
         entry: Entry,
         params: types.CallToolRequestParams,
-        started: float,
+        record: _CallRecord,
         *,
         success: bool,
-        exit_code: int | None = None,
-        output: str = "",
         reason: str | None = None,
     ) -> None:
+        record.audited = True
         audit = self.options.audit
         if audit is None:
             return
         await audit.record(
             command_id=entry.spec.command_id,
             tool_name=params.name,
-            arguments=params.arguments,
+            arguments=record.arguments,
             success=success,
-            exit_code=exit_code,
-            output=output,
-            duration_ms=int((time.monotonic() - started) * 1000),
+            exit_code=record.exit_code,
+            output=record.output,
+            duration_ms=int((time.monotonic() - record.started) * 1000),
             reason=reason,
         )
 

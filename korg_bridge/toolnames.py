@@ -16,7 +16,8 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-SAFE_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+SAFE_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}\Z")
+"""What every client accepts; use with ``fullmatch`` (``$`` would let a final newline through)."""
 MAX_NAME = 64
 _HASH_LEN = 8
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
@@ -27,6 +28,11 @@ NAME_STYLES = ("safe", "command-id")
 def _hashed(base: str, command_id: str, length: int = _HASH_LEN) -> str:
     digest = hashlib.sha256(command_id.encode("utf-8")).hexdigest()[:length]
     return f"{base[: MAX_NAME - length - 1]}_{digest}"
+
+
+def is_safe_name(name: str) -> bool:
+    """Whether ``name`` is already a name every client accepts."""
+    return SAFE_NAME_RE.fullmatch(name) is not None
 
 
 def safe_name(command_id: str) -> str:
@@ -55,7 +61,7 @@ def assign_names(command_ids: Iterable[str], style: str = "safe") -> dict[str, s
     taken: set[str] = set()
     # Exact-fit names first, so a collision never renames a tool whose
     # command_id already was a valid name.
-    order = sorted(ids, key=lambda cid: (safe_name(cid) != cid, cid))
+    order = sorted(ids, key=lambda cid: (not is_safe_name(cid), cid))
     for cid in order:
         name = safe_name(cid)
         length = _HASH_LEN

@@ -69,7 +69,8 @@ async def test_denied_and_invalid_calls_are_tool_errors() -> None:
     assert denied.is_error and "KORG_INTROSPECT_MCP_ALLOW=fs_write" in denied.content[0].text  # type: ignore[union-attr]
     assert invalid.is_error
     text = invalid.content[0].text  # type: ignore[union-attr]
-    assert "$.top_n" in text and "'query' is a required property" in text and "nothing was run" in text
+    assert "query is required" in text and 'top_n must be an integer, got "many"' in text
+    assert "nothing was run" in text
 
 
 async def test_missing_binary_after_discovery_is_a_tool_error(tmp_path: Any) -> None:

@@ -133,7 +133,9 @@ def _check_string(schema: Mapping[str, Any], value: str, path: str) -> list[str]
     if "minLength" in schema and len(value) < schema["minLength"]:
         out.append(f"{path} must be at least {schema['minLength']} character(s) long, got {show(value)}")
     if "maxLength" in schema and len(value) > schema["maxLength"]:
-        out.append(f"{path} is {len(value)} characters long; it may be at most {schema['maxLength']} characters")
+        out.append(
+            f"{path} is {len(value)} characters long; it may be at most {schema['maxLength']} characters"
+        )
     if "pattern" in schema and not re.search(schema["pattern"], value):
         out.append(f"{path} must match the pattern {schema['pattern']}, got {show(value)}")
     return out

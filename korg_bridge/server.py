@@ -114,6 +114,7 @@ class Bridge:
                 d,
                 discovery_timeout=self.options.discovery_timeout,
                 env=self.options.env,
+                poll_interval=self.options.poll_interval,
             )
             for d in docs
         ]

@@ -14,6 +14,11 @@ whoever can reach the port, so three gates stand in front of the SDK's app:
   foreign ``Origin`` its 403 (and a POST that is not JSON its 400).
 - **Body limit**, the SDK's ``max_request_body_size``: 413.
 
+A body that is not a valid JSON-RPC message is answered 400 with a JSON-RPC
+error (``-32700``/``-32600``, the request's id when it can be told) by
+:class:`~korg_bridge.jsonrpc.BodyCheck`, where the SDK would answer
+``INVALID_PARAMS`` without the id.
+
 ``GET /healthz`` is open (no token, no Host check) so probes and load
 balancers can use it; it reveals only what ``--list-tools`` does.
 
@@ -51,6 +56,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import ConfigError, KorgError
+from .jsonrpc import BodyCheck
 from .listen import (
     TOKEN_CHARS,
     TOKEN_ENV,
@@ -238,13 +244,15 @@ def build_http_app(
         raise ConfigError("the bearer token must be one run of printable ASCII without spaces.")
     if max_body_bytes < 1:
         raise ConfigError(f"the request body limit must be at least 1 byte, got {max_body_bytes}.")
+    security = security_settings(host, allowed_hosts, allowed_origins)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
-        transport_security=security_settings(host, allowed_hosts, allowed_origins),
+        transport_security=security,
         max_request_body_size=max_body_bytes,
         host=host,
         custom_starlette_routes=[_health_route(health)],
     )
+    app.add_middleware(BodyCheck, path=MCP_PATH, security=security, max_body_bytes=max_body_bytes)
     app.state.korg_traffic = traffic = _Traffic()
     app.add_middleware(_Gate, token=token, traffic=traffic)
     return app

@@ -26,6 +26,7 @@ import fcntl
 import logging
 import os
 import stat
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from .errors import UsageError
 from .jsonrpc import MAX_MESSAGE_BYTES, Rejection, oversized, parse_message
 
 log = logging.getLogger(__name__)
@@ -99,7 +101,11 @@ async def stdio_transport(
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
     """Streams for ``Server.run`` over ``stdin``/``stdout`` (default: this process's fds 0 and 1,
-    taken off the wire while serving)."""
+    taken off the wire while serving).
+
+    Raises:
+        UsageError: stdin or stdout was closed when the process started.
+    """
     with contextlib.ExitStack() as fds:
         in_fd = stdin if stdin is not None else fds.enter_context(_claimed(0, os.O_RDONLY))
         out_fd = stdout if stdout is not None else fds.enter_context(_claimed(1, os.O_WRONLY))
@@ -193,7 +199,17 @@ def _write_all(fd: int, data: bytes) -> None:
 @contextlib.contextmanager
 def _claimed(fd: int, divert_mode: int) -> Iterator[int]:
     """A private duplicate of ``fd`` to serve the wire on, while ``fd`` itself points at
-    ``/dev/null`` (stdin) or stderr (stdout); put back on exit."""
+    ``/dev/null`` (stdin) or stderr (stdout); put back on exit.
+
+    Raises:
+        UsageError: the descriptor was closed when the process started.
+    """
+    name = "stdin" if fd == 0 else "stdout"
+    if (sys.stdin if fd == 0 else sys.stdout) is None:  # Python's mark of a descriptor closed at start
+        raise UsageError(
+            f"{name} is not open: an MCP client starts korg-bridge with pipes on stdin and stdout "
+            "(or serve HTTP with --http PORT)."
+        )
     private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     diversion = os.open(os.devnull, os.O_RDONLY) if divert_mode == os.O_RDONLY else os.dup(2)
     try:

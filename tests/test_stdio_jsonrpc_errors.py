@@ -162,6 +162,23 @@ async def test_blank_lines_are_ignored(bridge: RawBridge) -> None:
     await bridge.ping_is_answered()
 
 
+def test_a_bridge_started_with_stdin_closed_says_so_and_exits_2() -> None:
+    starter = "import os, sys; os.close(0); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+    done = subprocess.run(
+        [sys.executable, "-c", starter, "-m", "korg_bridge", str(THUMP)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=REPO,
+        timeout=BOUND,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "korg-bridge: error: stdin is not open" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
 # --- in process -------------------------------------------------------------------------------
 
 

@@ -182,9 +182,9 @@ async def run_process(
     )
     pgid = process.pid  # start_new_session: the child is its group's leader
     _LIVE_GROUPS.add(pgid)
-    _REAPER.watch(pgid)
     result = ProcessResult(returncode=None, stdout=b"", stderr=b"")
     try:
+        _REAPER.watch(pgid)
         async with anyio.create_task_group() as readers:
             out_done, err_done = anyio.Event(), anyio.Event()
             readers.start_soon(_pump, process.stdout, out, on_stdout, out_done)

@@ -146,3 +146,23 @@ def test_the_reaper_never_signals_its_own_or_inits_group() -> None:
 
     assert signal_group(0, 0) is False
     assert signal_group(1, 0) is False
+
+
+async def test_the_reaper_program_ignores_garbled_lines_and_ends_what_it_was_told_at_eof() -> None:
+    from korg_bridge.reaper import serve
+
+    running, released = sleeper(), sleeper()
+    read_end, write_end = os.pipe()
+    try:
+        lines = f"+{running.pid}\nnonsense\n+x1\n-\n{'9' * 200}\n+{released.pid}\n-{released.pid}\n+"
+        os.write(write_end, lines.encode())
+        os.close(write_end)
+        with anyio.fail_after(BOUND):
+            await anyio.to_thread.run_sync(serve, read_end, 1.0)
+        assert await finished(running) == -signal.SIGTERM
+        assert released.poll() is None
+    finally:
+        os.close(read_end)
+        for process in (running, released):
+            process.kill()
+            process.wait(BOUND)

@@ -182,6 +182,23 @@ def test_a_bridge_started_with_stdin_closed_says_so_and_exits_2() -> None:
 # --- in process -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("case", list(BAD_LINES))
+def test_each_bad_line_parses_to_its_rejection(case: str) -> None:
+    line, code, request_id = BAD_LINES[case]
+    rejection = parse_message(line)
+    assert isinstance(rejection, Rejection)
+    assert (rejection.code, rejection.id, rejection.answer) == (code, request_id, True)
+    assert "\n" not in rejection.message
+
+
+def test_an_oversized_message_keeps_the_id_found_in_its_head() -> None:
+    from korg_bridge.jsonrpc import oversized
+
+    rejection = oversized(b'{"jsonrpc": "2.0", "id": "big", "params": {"x": "aaaa')
+    assert (rejection.code, rejection.id) == (INVALID_REQUEST, "big")
+    assert oversized(b"aaaa").id is None
+
+
 def test_a_valid_message_parses_exactly_as_the_sdk_parses_it() -> None:
     import mcp_types as types
 
@@ -218,3 +235,47 @@ def test_a_last_line_without_a_newline_is_still_a_line() -> None:
     splitter = LineSplitter(cap=10)
     assert [*splitter.feed(b"tail")] == []
     assert [*splitter.end()] == [b"tail"]
+
+
+async def test_the_transport_answers_bad_lines_and_passes_good_ones_in_process() -> None:
+    """The same transport on explicit pipes, with the server in this process."""
+    import os
+
+    from korg_bridge import BridgeOptions, Policy, build_server, discover
+    from korg_bridge.stdio import stdio_transport
+
+    server = build_server(await discover(str(THUMP)), BridgeOptions(policy=Policy(), reload=False))
+    client_to_server, server_in = os.pipe()
+    server_out, server_to_client = os.pipe()
+    lines = [
+        json.dumps(INITIALIZE).encode(),
+        b"[1, 2]",
+        b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}',
+        b"{",
+    ]
+    received = b""
+
+    async def serve() -> None:
+        async with stdio_transport(client_to_server, server_to_client) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    try:
+        with anyio.fail_after(BOUND):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve)
+                os.write(server_in, b"\n".join(lines))  # the last line has no newline yet
+                os.write(server_in, b"\n")
+                while received.count(b"\n") < len(lines):
+                    await anyio.wait_readable(server_out)
+                    received += os.read(server_out, 65536)
+                os.close(server_in)  # end of input ends the session
+                server_in = -1
+    finally:
+        for fd in (client_to_server, server_in, server_out, server_to_client):
+            if fd >= 0:
+                os.close(fd)
+    answers = [json.loads(line) for line in received.splitlines()]
+    results = {a["id"]: a["result"] for a in answers if "result" in a}
+    assert results[1]["serverInfo"]["name"] == "korg-bridge:thump"
+    assert results[2] == {}
+    assert sorted(a["error"]["code"] for a in answers if "error" in a) == [PARSE_ERROR, INVALID_REQUEST]

@@ -31,7 +31,11 @@ def resolve_binary(binary: str, *, env: Mapping[str, str] | None = None) -> str:
     """Find the executable the user meant, the way a shell would.
 
     Absolute paths and paths with a slash are used as given (``~`` expanded);
-    a bare name is looked up on ``PATH``.
+    a bare name is looked up on ``PATH``. The result is absolute but *not*
+    resolved: a symlink stays a symlink, because a multi-call binary
+    dispatches on the name it was run as (``argv[0]``), and a link that a
+    package manager repoints on upgrade must be followed at every exec, not
+    pinned to a target the upgrade deletes.
 
     Raises:
         BinaryNotFound: nothing executable at that path or on ``PATH``.
@@ -47,7 +51,7 @@ def resolve_binary(binary: str, *, env: Mapping[str, str] | None = None) -> str:
             raise BinaryNotFound(f"binary {binary!r} is a directory, not an executable file.")
         if not os.access(path, os.X_OK):
             raise BinaryNotFound(f"binary {binary!r} is not executable. Run: chmod +x {binary}")
-        return str(path.resolve())
+        return _absolute(expanded)
     search_path = (env if env is not None else os.environ).get("PATH", os.defpath)
     found = shutil.which(expanded, path=search_path)
     if found is None:
@@ -58,7 +62,14 @@ def resolve_binary(binary: str, *, env: Mapping[str, str] | None = None) -> str:
         raise BinaryNotFound(
             f"binary not found on PATH: {binary!r}. Pass an absolute path, or ./{binary} for a relative one."
         )
-    return str(Path(found).resolve())
+    return _absolute(found)
+
+
+def _absolute(path: str) -> str:
+    """``path`` made absolute against the working directory, links and ``..`` kept:
+    the kernel resolves them at exec time, and ``..`` after a symlinked folder
+    means something else lexically."""
+    return str(Path(path) if os.path.isabs(path) else Path.cwd() / path)
 
 
 def decode_document(raw: bytes, *, label: str, path: str | None = None) -> Document:

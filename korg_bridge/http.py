@@ -14,6 +14,16 @@ whoever can reach the port, so three gates stand in front of the SDK's app:
   foreign ``Origin`` its 403 (and a POST that is not JSON its 400).
 - **Body limit**, the SDK's ``max_request_body_size``: 413.
 
+Below the app, each connection has a header timeout, a body idle timeout and
+counts against a cap on connections not yet authorised, oldest closed first
+(:mod:`korg_bridge.admission`), so a flood of half-open connections cannot
+lock out the token holder.
+
+A body that is not a valid JSON-RPC message is answered 400 with a JSON-RPC
+error (``-32700``/``-32600``, the request's id when it can be told) by
+:class:`~korg_bridge.jsonrpc.BodyCheck`, where the SDK would answer
+``INVALID_PARAMS`` without the id.
+
 ``GET /healthz`` is open (no token, no Host check) so probes and load
 balancers can use it; it reveals only what ``--list-tools`` does.
 
@@ -50,7 +60,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .admission import Admission, ConnectionLimits, protocol_class, raise_file_limit, trust_connection
 from .errors import ConfigError, KorgError
+from .jsonrpc import BodyCheck
 from .listen import (
     TOKEN_CHARS,
     TOKEN_ENV,
@@ -140,6 +152,7 @@ class _Gate:
                 log.info("refused %s %s from %s: %s", scope["method"], scope["path"], client, problem)
                 await _unauthorized(problem)(scope, receive, send)
                 return
+        trust_connection(scope)  # no longer counts against the cap on unauthorised connections
         if self._traffic.closing:
             await _unavailable()(scope, receive, send)
             return
@@ -238,13 +251,15 @@ def build_http_app(
         raise ConfigError("the bearer token must be one run of printable ASCII without spaces.")
     if max_body_bytes < 1:
         raise ConfigError(f"the request body limit must be at least 1 byte, got {max_body_bytes}.")
+    security = security_settings(host, allowed_hosts, allowed_origins)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
-        transport_security=security_settings(host, allowed_hosts, allowed_origins),
+        transport_security=security,
         max_request_body_size=max_body_bytes,
         host=host,
         custom_starlette_routes=[_health_route(health)],
     )
+    app.add_middleware(BodyCheck, path=MCP_PATH, security=security, max_body_bytes=max_body_bytes)
     app.state.korg_traffic = traffic = _Traffic()
     app.add_middleware(_Gate, token=token, traffic=traffic)
     return app
@@ -362,11 +377,15 @@ async def serve_http(
     health: Mapping[str, Any],
     grace: float = DEFAULT_GRACE,
     ready: anyio.Event | None = None,
+    limits: ConnectionLimits | None = None,
 ) -> None:
     """Serve :func:`build_http_app` with uvicorn until SIGTERM/SIGINT (or cancellation).
 
     Signals are handled only when called from the main thread. ``ready`` is
     set once the port accepts connections; the URL is logged at INFO.
+    ``limits`` are the connection timeouts and the cap on unauthorised
+    connections (:mod:`korg_bridge.admission`); the soft open-file limit of
+    this process is raised first.
 
     Raises:
         ConfigError: as :func:`build_http_app`; a negative ``grace``; the
@@ -385,6 +404,9 @@ async def serve_http(
         health=health,
     )
     traffic: _Traffic = app.state.korg_traffic
+    limits = limits or ConnectionLimits()
+    admission = Admission(limits.pending_cap(raise_file_limit()))
+    log.debug("holding at most %d connections not yet authorised", admission.cap)
     sockets = _bind(host, port)
     url = f"http://{bracketed(host)}:{sockets[0].getsockname()[1]}{MCP_PATH}"
 
@@ -398,6 +420,8 @@ async def serve_http(
         app,
         log_config=None,  # ours is already set up; uvicorn's default would log access lines to stdout
         lifespan="on",
+        http=protocol_class(limits, admission),
+        timeout_keep_alive=limits.keep_alive_timeout,
         server_header=False,
         timeout_graceful_shutdown=math.ceil(grace) + _SHUTDOWN_BACKSTOP,
     )

@@ -15,13 +15,15 @@ Why each rule exists:
   of the group is terminated.
 * Cleanup runs in a cancellation-shielded scope: a cancelled MCP request must
   still kill and reap its process.
+* A running child's group is also registered with the reaper
+  (:mod:`korg_bridge.reaper`), which ends it if this process dies first, even
+  by SIGKILL.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
 import subprocess
 import time
@@ -30,6 +32,12 @@ from dataclasses import dataclass
 
 import anyio
 import anyio.abc
+
+# group_alive and signal_group are re-exported: they live beside the reaper,
+# which runs without this package.
+from .reaper import Reaper
+from .reaper import group_alive as group_alive
+from .reaper import signal_group as signal_group
 
 log = logging.getLogger(__name__)
 
@@ -108,44 +116,11 @@ async def _pump(
         done.set()
 
 
-def signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to a process group (``0`` only probes); ``False`` when nothing is left in it."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pgid reused by someone else's process: never touch it
-        return False
-    return True
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group still runs (zombies do not count).
-
-    ``killpg(pgid, 0)`` succeeds while a killed orphan waits to be reaped,
-    which under a slow init (a container's PID 1) would cost every timeout
-    the full grace period; ``/proc`` tells a zombie apart.
-    """
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return signal_group(pgid, 0)
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
 _LIVE_GROUPS: set[int] = set()
 """Process groups of children still running, for :func:`terminate_all`."""
+
+_REAPER = Reaper(KILL_GRACE)
+"""Ends those groups if this process dies without doing it (see :mod:`korg_bridge.reaper`)."""
 
 
 async def _wait_group_gone(pgid: int, limit: float) -> None:
@@ -209,6 +184,7 @@ async def run_process(
     _LIVE_GROUPS.add(pgid)
     result = ProcessResult(returncode=None, stdout=b"", stderr=b"")
     try:
+        _REAPER.watch(pgid)
         async with anyio.create_task_group() as readers:
             out_done, err_done = anyio.Event(), anyio.Event()
             readers.start_soon(_pump, process.stdout, out, on_stdout, out_done)
@@ -242,6 +218,7 @@ async def run_process(
             with contextlib.suppress(Exception):
                 await process.aclose()
             _LIVE_GROUPS.discard(pgid)
+            _REAPER.release(pgid)
     result.returncode = process.returncode
     result.stdout = bytes(out.data)
     result.stderr = bytes(err.data)

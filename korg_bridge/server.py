@@ -135,6 +135,7 @@ class Bridge:
                 d,
                 discovery_timeout=self.options.discovery_timeout,
                 env=self.options.env,
+                poll_interval=self.options.poll_interval,
             )
             for d in docs
         ]
@@ -410,8 +411,12 @@ def build_server(
 
 
 async def serve_stdio(server: Server[Any]) -> None:
-    """Serve over this process's stdin/stdout until the client disconnects."""
-    from mcp.server.stdio import stdio_server
+    """Serve over this process's stdin/stdout until the client disconnects.
 
-    async with stdio_server() as (read_stream, write_stream):
+    A line that is not a valid JSON-RPC message is answered with a JSON-RPC
+    error instead of being dropped (see :mod:`korg_bridge.stdio`).
+    """
+    from .stdio import stdio_transport
+
+    async with stdio_transport() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())

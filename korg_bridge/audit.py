@@ -78,6 +78,7 @@ is still seen whole (and matched) by the credential patterns."""
 _HEAD_BYTES = 64 * 1024
 """Bytes read to check that an existing file is a ledger: covers any normal first line."""
 
+
 def _cut_utf8(text: str, limit: int) -> str:
     """The longest prefix of ``text`` that is at most ``limit`` bytes of UTF-8."""
     if len(text) * 4 <= limit:  # cheap exit: no character is more than 4 bytes

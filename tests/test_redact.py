@@ -90,7 +90,9 @@ FRAGMENTS = [entry["text"] for entry in SECRET_FORMS + LOOKALIKES]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from(FRAGMENTS), max_size=6), st.sampled_from([" ", "\n", "; ", " && ", "\\n", ""]))
+@given(
+    st.lists(st.sampled_from(FRAGMENTS), max_size=6), st.sampled_from([" ", "\n", "; ", " && ", "\\n", ""])
+)
 def test_redaction_is_idempotent_on_any_mix_of_the_corpus(parts: list[str], glue: str) -> None:
     once, _ = redact(glue.join(parts))
     assert redact(once) == (once, 0)
@@ -153,7 +155,11 @@ def test_references_and_placeholders_are_not_secrets(value: str, form: str) -> N
 
 
 def test_an_agent_session_uuid_or_number_is_an_id_but_a_web_session_value_is_a_secret() -> None:
-    for text in ('{"sessionId": "c9418d2b-ac9e-44dd-96fe-c9f311ec5800"}', "--session-id 4823", "session_id=48230"):
+    for text in (
+        '{"sessionId": "c9418d2b-ac9e-44dd-96fe-c9f311ec5800"}',
+        "--session-id 4823",
+        "session_id=48230",
+    ):
         assert redact(text) == (text, 0)
     assert redact("session_id=q8w7e6r5t4y3u2i1o0p9") == (f"session_id={REDACTED}", 1)
 

@@ -2,11 +2,16 @@
 
 A name is split into words (separators, camelCase humps, digits) and judged by
 them, never by substrings: ``monkey`` holds no ``key``, ``author`` no ``auth``.
-A word that is a secret (``password``, ``token``, ``cookie``, ``pwd``) makes the
-name one, unless the last word says the name is *about* a secret
-(``password_reset_url``, ``token_count``, ``secret_name``); ``key`` and
-``token`` also need a first word that is not a database's or a tokenizer's
-(``primary_key``, ``eos_token``).
+A word that is a secret (``password``, ``token``, ``cookie``, ``pwd``), or a
+one-word compound ending in one (``clientkey``, ``dbpass``), makes the name
+one, unless the last word says the name is *about* a secret
+(``password_reset_url``, ``token_count``, ``secret_name``). ``key`` and
+``token`` are read with their neighbours: a database's or a tokenizer's word
+before them (``primary_key``, ``eos_token``), or a word after them that they
+qualify (``KEY_SPENDING``, ``token_summary``), makes them plain words.
+
+In text (``NAME=value``), ``key``, ``auth`` and ``pass`` alone are too common
+(``key=ArrowDown``, ``auth=basic``) to mark a secret; as property names they do.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["is_secret_name", "is_secret_text_name", "words"]
+__all__ = ["CACHED_CHARS", "is_secret_name", "is_secret_text_name", "words"]
 
 _NAME_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 """Splits ``db-password``, ``AUTH_TOKEN``, ``apiKey`` and ``APIKey`` into their words."""
@@ -91,12 +96,23 @@ _AMBIGUOUS_IN_TEXT = frozenset({"key", "keys", "auth", "pass"})
 ``auth=basic``); as a property name they still do."""
 
 
-@functools.lru_cache(maxsize=4096)
+CACHED_CHARS = 256
+"""Longest argument the caches below keep: a cache holds its keys, and 4096 long
+values (a pasted file) would be megabytes. Names are short; long ones are rare."""
+
+
 def words(name: str) -> tuple[str, ...]:
+    """``name``'s words, lower case: ``APIKey`` → ``("api", "key")``."""
+    return _cached_words(name) if len(name) <= CACHED_CHARS else _split(name)
+
+
+def _split(name: str) -> tuple[str, ...]:
     return tuple(word.lower() for word in _NAME_WORD.findall(name))
 
 
-@functools.lru_cache(maxsize=4096)
+_cached_words = functools.lru_cache(maxsize=4096)(_split)
+
+
 def is_secret_name(name: str) -> bool:
     """Tell whether a property called ``name`` holds a secret, by its words.
 
@@ -105,6 +121,10 @@ def is_secret_name(name: str) -> bool:
     are secrets while ``monkey``, ``author``, ``max_tokens``, ``public_key`` and
     ``password_reset_url`` (a name about a secret, by its last word) are not.
     """
+    return _cached_is_secret_name(name) if len(name) <= CACHED_CHARS else _is_secret_name(name)
+
+
+def _is_secret_name(name: str) -> bool:
     parts = words(name.rsplit(".", 1)[-1])  # self.token_summary is about token_summary
     if not parts or _NOT_SECRET_WORDS.intersection(parts):
         return False
@@ -136,7 +156,11 @@ def is_secret_name(name: str) -> bool:
     return False
 
 
+_cached_is_secret_name = functools.lru_cache(maxsize=4096)(_is_secret_name)
+
+
 @functools.lru_cache(maxsize=4096)
 def is_secret_text_name(name: str) -> bool:
+    """Whether ``name`` marks a secret in text; rules pass names of at most 70 characters."""
     bare = name.lstrip("$-")
     return bare.lower() not in _AMBIGUOUS_IN_TEXT and is_secret_name(bare)

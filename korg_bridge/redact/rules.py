@@ -48,8 +48,8 @@ def _whole_or_s(_text: str, match: re.Match[str]) -> Span | None:
 
 def _checked_reference(_text: str, match: re.Match[str]) -> Span | None:
     """The ``s`` group, unless it is a reference (``$VAR``, ``[redacted]``)."""
-    value = match.group("s")
-    return None if value is None or is_reference(value.strip("\"'")) else match.span("s")
+    found = match.group("s")
+    return None if found is None or is_reference(found.strip("\"'")) else match.span("s")
 
 
 def _vendor(label: str, prefix: str, body: str, check: Check = _whole_or_s) -> Rule:
@@ -138,11 +138,11 @@ _VENDORS = [
 
 def _basic(_text: str, match: re.Match[str]) -> Span | None:
     """``Basic`` is followed by ``user:password`` in base64; anything else is a word."""
-    value = match.group("s")
-    if len(value) > 1024:
+    found = match.group("s")
+    if len(found) > 1024:
         return None
     try:
-        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
+        decoded = base64.b64decode(found + "=" * (-len(found) % 4), validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return None
     return match.span("s") if ":" in decoded and decoded.isprintable() else None
@@ -163,6 +163,10 @@ def _line(text: str, match: re.Match[str]) -> Span | None:
 def _header(text: str, match: re.Match[str]) -> Span | None:
     name = match.group("n")
     return value_span(text, match, name) if is_secret_name(name) else None
+
+
+def _auth_header(text: str, match: re.Match[str]) -> Span | None:
+    return value_span(text, match, "authorization")
 
 
 def _flag(text: str, match: re.Match[str]) -> Span | None:
@@ -312,7 +316,7 @@ RULES: list[Rule] = [
             + r"(?=(?P<uq>(?:[^\r\n\"':\\]|\\(?!n))*+))"
         ),
         ("uthorization", "UTHORIZATION", "ookie", "OOKIE"),
-        lambda text, match: value_span(text, match, "authorization"),
+        _auth_header,
     ),
     Rule(
         "flag",

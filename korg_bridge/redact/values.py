@@ -16,7 +16,7 @@ import functools
 import re
 from collections.abc import Callable
 
-from korg_bridge.redact.names import is_secret_name, words
+from korg_bridge.redact.names import CACHED_CHARS, is_secret_name, words
 
 __all__ = [
     "FLAG_VALUE",
@@ -164,15 +164,22 @@ def value_span(
     return None if verdict is None else (start + verdict[0], start + verdict[1])
 
 
-@functools.lru_cache(maxsize=4096)
 def judge(
     name: str, raw: str, unquoted: bool, after: str, line: bool, code: bool, spaced: bool
 ) -> Span | None:
     """Which part of a value named ``name`` is a secret (offsets into ``raw``), if any.
 
-    A pure function of its arguments, cached: repetitive text (a log, an
-    adversarial input) repeats its name/value pairs, and each costs Python time.
+    A pure function of its arguments, cached for short values: repetitive text
+    (a log, an adversarial input) repeats its name/value pairs, and each costs
+    Python time.
     """
+    decide = _cached_judge if len(raw) <= CACHED_CHARS else _judge
+    return decide(name, raw, unquoted, after, line, code, spaced)
+
+
+def _judge(
+    name: str, raw: str, unquoted: bool, after: str, line: bool, code: bool, spaced: bool
+) -> Span | None:
     start, end = 0, len(raw)
     code = code and unquoted
     if unquoted:
@@ -199,3 +206,6 @@ def judge(
     if is_session_number(name, value):
         return None
     return (start, end) if end > start else None
+
+
+_cached_judge = functools.lru_cache(maxsize=4096)(_judge)

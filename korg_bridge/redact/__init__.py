@@ -34,12 +34,15 @@ pattern freezes the whole bridge. Every pattern here starts at a literal or
 at a token boundary (a lookbehind that fails inside a run), uses possessive or
 bounded repetition, and never puts two quantifiers over overlapping classes
 side by side; values are matched inside a lookahead, so a rejected candidate
-consumes only its name and nothing is scanned twice. ``bench/redact_bench.py``
-times 1 MB of each adversarial family.
+consumes only its name, and each character is read a bounded number of times.
+``bench/redact_bench.py`` times 1 MB of each adversarial family.
 
 **Counting.** Each rule reports the span of the secret; overlapping spans are
-one secret, so a vendor key inside a ``*_TOKEN=`` line counts once. Redacting
-redacted text changes nothing and counts 0.
+one secret, so a vendor key inside a ``*_TOKEN=`` line counts once. The result
+is a fixed point: redacting redacted text changes nothing and counts 0.
+
+``-p`` is a password only attached to a MySQL client (``mysql -psecret``); after
+``docker run``, ``ssh`` or ``mkdir`` it is a port or a flag.
 """
 
 from __future__ import annotations

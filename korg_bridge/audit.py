@@ -30,11 +30,11 @@ The path itself is checked before anything is written (:func:`check_audit_path`)
 a file that is not empty and not a korg-ledger@v1 chain is refused, never
 repaired, because repairing means cutting its last line.
 
-Secrets never reach the file. The value of any property whose name has a
-secret-like part (see :func:`is_secret_name`) becomes ``[redacted]``, and
-every string - arguments, output, reason, even property names - goes
-through :func:`korg_bridge.recall.redact.redact`, which knows credential
-formats (vendor keys, JWTs, PEM keys, ``Bearer`` tokens, URL passwords).
+Secrets never reach the file. Arguments, output, reason, even property
+names go through :mod:`korg_bridge.redact`, the one redactor: the value of
+any property whose name is secret-like (``api_key``, ``db_pass``) becomes
+``[redacted]``, and credential formats in text (vendor keys, JWTs, private
+keys, ``KEY=value`` lines, URL passwords, ``curl -u``) do too.
 
 A failure to append is logged and swallowed: losing an audit line must
 never fail the tool call it describes.
@@ -47,7 +47,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import stat
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -61,7 +60,7 @@ from korg_bridge._version import __version__
 from korg_bridge.errors import ConfigError
 from korg_bridge.ledger import LedgerWriter
 from korg_bridge.ledgerfile import check_ledger_file
-from korg_bridge.recall.redact import REDACTED, redact
+from korg_bridge.redact import is_secret_name, redact, redact_arguments
 
 __all__ = [
     "ARGUMENTS_MAX_BYTES",
@@ -101,84 +100,6 @@ ARGUMENT_MAX_DEPTH = 32
 hashing can reach the interpreter's recursion limit."""
 MARKER_PREVIEW_BYTES = 1024
 """Text a marker keeps of what it replaced."""
-
-_SECRET_PARTS = frozenset(
-    {
-        "key",
-        "auth",
-        "oauth",
-        "authorization",
-        "private",
-        "cookie",
-        "cookies",
-        "creds",
-    }
-)
-"""Name parts that mark a secret on their own (``api_key``, ``AUTH_TOKEN``, ``privateKey``)."""
-_SECRET_SUFFIXES = (
-    "token",
-    "password",
-    "passwords",
-    "passwd",
-    "secret",
-    "secrets",
-    "apikey",
-    "passphrase",
-    "credential",
-    "credentials",
-    "privatekey",
-)
-"""A name part ending so is a secret too, for names written as one word (``accesstoken``).
-``tokens`` is deliberately absent: ``max_tokens`` is a count, not a credential."""
-
-_NAME_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-"""Splits ``db-password``, ``AUTH_TOKEN``, ``apiKey`` and ``APIKey`` into their words."""
-
-
-def is_secret_name(name: str) -> bool:
-    """Tell whether a property called ``name`` holds a secret, by its words.
-
-    Words are split at separators and camelCase humps and compared whole, so
-    ``api_key``, ``AUTH_TOKEN``, ``db-password`` and ``clientSecret`` are
-    secrets while ``monkey``, ``keyword``, ``author`` and ``max_tokens`` are not.
-    """
-    for part in _NAME_PART.findall(name):
-        word = part.lower()
-        if word in _SECRET_PARTS or word.endswith(_SECRET_SUFFIXES):
-            return True
-    return False
-
-
-def _redact_json(value: Any) -> Any:
-    """Copy of a JSON value with secret-named properties and credential strings redacted."""
-    if isinstance(value, str):
-        return redact(value)[0]
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for name, item in value.items():
-            key = redact(str(name))[0]
-            if is_secret_name(str(name)) and item is not None and not isinstance(item, bool):
-                # A flag or an absent value reveals nothing; anything else is the secret.
-                out[key] = REDACTED
-            else:
-                out[key] = _redact_json(item)
-        return out
-    if isinstance(value, list | tuple):
-        return [_redact_json(item) for item in value]
-    return value
-
-
-def redact_arguments(arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Return MCP ``arguments`` as they may be written to a ledger: plain JSON, secrets redacted.
-
-    Values JSON cannot represent are written as their ``str`` so an odd
-    argument cannot cost the whole entry.
-    """
-    if not arguments:
-        return {}
-    plain = json.loads(json.dumps(dict(arguments), default=str))
-    redacted: dict[str, Any] = _redact_json(plain)
-    return redacted
 
 
 def _cut_utf8(text: str, limit: int) -> str:

@@ -124,9 +124,9 @@ def _flatten(text: str) -> str:
     output_mode="stream",
 )
 def recall(args: dict[str, Any]) -> int:
-    from korg_bridge.recall.redact import redact
     from korg_bridge.recall.search import search
     from korg_bridge.recall.timeparse import parse_time
+    from korg_bridge.redact import redact
 
     check_query(args["query"])
     weights: Weights | None = None
@@ -178,10 +178,11 @@ def recall(args: dict[str, Any]) -> int:
     lines: list[str] = []
     records: list[dict[str, Any]] = []
     for hit in hits:
-        snippet = _flatten(hit.snippet)
-        if hide:
+        snippet = hit.snippet
+        if hide:  # before flattening: YAML and .netrc secrets are found by their lines
             snippet, count = redact(snippet)
             redacted += count
+        snippet = _flatten(snippet)
         lines.append(
             f"  · seq={hit.seq} score={hit.score:.2f} agent={hit.agent or '-'} tool={hit.tool or '-'} "
             f"ref={hit.ref} :: {snippet[:200]}"
@@ -249,7 +250,7 @@ def recall(args: dict[str, Any]) -> int:
 def show(args: dict[str, Any]) -> int:
     from korg_bridge.recall.limits import split_refs
     from korg_bridge.recall.paging import bound_events
-    from korg_bridge.recall.redact import redact_value
+    from korg_bridge.redact import redact_value
 
     refs = split_refs(args["ref"])
     query = args.get("query")

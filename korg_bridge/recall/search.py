@@ -27,7 +27,7 @@ Filters (files under ``sources``, tools, agents, ``since``/``until``) are
 applied in SQL. Hits with the same session and the same text (ignoring case
 and spacing) are collapsed to the best one: a retried command or a repeated
 prompt is one memory. Snippets are cut at word boundaries where possible, so a
-secret is never half shown: redaction (:mod:`korg_bridge.recall.redact`) is the
+secret is never half shown: redaction (:mod:`korg_bridge.redact`) is the
 caller's, which can count what it hides and honour ``KORG_RECALL_ALLOW_SECRETS``.
 """
 

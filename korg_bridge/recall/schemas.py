@@ -11,22 +11,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from korg_bridge.recall.event import KINDS
 from korg_bridge.recall.modes import RECALL_MODES
 
-__all__ = ["ALLOW_SECRETS_PROP", "LEDGER_PROP", "RECALL_SCHEMA", "WEIGHTS_PROP"]
+__all__ = ["ALLOW_SECRETS_PROP", "LEDGER_PROP", "PROJECT_PROP", "RECALL_SCHEMA", "WEIGHTS_PROP"]
 
 LEDGER_PROP: dict[str, Any] = {
     "type": "array",
     "items": {"type": "string"},
     "description": (
         "Ledger files or directories (scanned recursively for *.jsonl). Default: $KORG_RECALL_LEDGER, "
-        "else ~/.korg/sessions, ~/.korg/claude-events.jsonl and Claude Code transcripts under "
-        "$CLAUDE_CONFIG_DIR/projects (~/.claude/projects)."
+        "else ~/.korg/sessions, ~/.korg/claude-events.jsonl, Claude Code transcripts under "
+        "$CLAUDE_CONFIG_DIR/projects (~/.claude/projects) and Codex sessions under $CODEX_HOME/sessions "
+        "(~/.codex/sessions)."
     ),
 }
 ALLOW_SECRETS_PROP: dict[str, Any] = {
     "type": "boolean",
     "description": "Show recognisable secrets instead of [redacted] (also KORG_RECALL_ALLOW_SECRETS=1).",
+}
+
+PROJECT_PROP: dict[str, Any] = {
+    "type": "string",
+    "description": (
+        "Only events of this project: a folder path, matched by its git repository's root (worktrees of "
+        "one repository are one project). Pass the current working directory to recall what was done "
+        "here. Default: every project."
+    ),
 }
 
 WEIGHTS_PROP: dict[str, Any] = {
@@ -79,13 +90,17 @@ RECALL_SCHEMA: dict[str, Any] = {
         "tool_filter": {
             "type": "array",
             "items": {"type": "string"},
-            "description": "Only these tool_name values (e.g. ['user_prompt'], ['Read', 'Bash']).",
+            "description": (
+                "Only these tool names or event kinds (e.g. ['user_prompt'] for what the user typed, "
+                f"['Read', 'Bash']). Kinds besides tool names: {', '.join(KINDS)}."
+            ),
         },
         "agent_filter": {
             "type": "array",
             "items": {"type": "string"},
-            "description": "Only these agents (exact, or a prefix such as 'claude-code').",
+            "description": "Only these agents (exact, or a prefix such as 'claude-code' or 'codex').",
         },
+        "project": PROJECT_PROP,
         "since": {
             "type": "string",
             "description": "Only events at or after this ISO-8601 date-time, or this long ago (7d, 12h, 30m, 2w).",

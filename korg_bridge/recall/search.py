@@ -23,7 +23,7 @@ do not apply it: a BM25 value is not a cosine, and the CLI's default floor
 (0.30) would otherwise drop good keyword hits in small or repetitive histories.
 Every mode returns at most ``top_n`` hits, best first.
 
-Filters (files under ``sources``, tools, agents, ``since``/``until``) are
+Filters (files under ``sources``, tools, agents, ``since``/``until``, project) are
 applied in SQL. Hits with the same session and the same text (ignoring case
 and spacing) are collapsed to the best one: a retried command or a repeated
 prompt is one memory. Snippets are cut at word boundaries where possible, so a
@@ -34,12 +34,13 @@ caller's, which can count what it hides and honour ``--allow-secrets``.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.fts import (
@@ -78,7 +79,13 @@ FIRST_PAGE = 50
 
 _Rank = tuple[int, float]
 """An event id and its FTS5 ``bm25()`` value (lower is better)."""
+_Details = tuple[
+    int, str | None, str | None, str | None, str | None, str, str | None, str | None, str | None, int
+]
+"""What :func:`~korg_bridge.recall.fts.details_sql` selects, but the id."""
 CHUNK = 64
+CONTEXT_KEYS = ("cwd", "git_branch", "agent_id", "sidechain", "meta")
+"""The parts of an event's ``extra`` that say where it happened: shown with every hit."""
 
 
 @dataclass
@@ -96,20 +103,34 @@ class Hit:
     event_id: int
     breakdown: Breakdown | None = None
     """How ``score`` was made: ``{bm25, vector, recency, total}``, None for a part the mode does not use."""
+    project: str | None = None
+    """The project the session ran in (the git root of its cwd)."""
+    context: dict[str, Any] = field(default_factory=dict)
+    """Where it happened: ``cwd``, ``git_branch``, ``agent_id`` (a sub-agent), ``sidechain``, ``meta``."""
+    gone: bool = False
+    """Its file has been deleted since it was indexed (``korg-recall prune --gone`` drops such events)."""
 
 
-def make_snippet(text: str, terms: Sequence[str], limit: int = SNIPPET_CHARS) -> str:
+def make_snippet(text: str, terms: Sequence[str], limit: int = SNIPPET_CHARS, body: str | None = None) -> str:
     """Return at most ``limit`` characters of ``text`` on one line, around the first term found.
 
     Terms are matched case-insensitively; a stemmed match (``fixing`` for
     ``fixed``) is looked up by its first letters. Cuts fall between words
     unless a single word is longer than the room left, and are marked ``…``.
+    When no term is in ``text`` (an event's head) but one is in ``body`` (its
+    full text), the snippet comes from there: the line of a long log that matched.
     """
     flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
     lowered = flat.lower()
     found = [pos for term in terms if (pos := _find(lowered, term)) >= 0]
+    if not found and body and terms:
+        flat_body = " ".join(body.split())
+        lowered_body = flat_body.lower()
+        in_body = [pos for term in terms if (pos := _find(lowered_body, term)) >= 0]
+        if in_body:
+            flat, lowered, found = flat_body, lowered_body, in_body
+    if len(flat) <= limit:
+        return flat
     start = max(0, min(found) - SNIPPET_LEAD) if found else 0
     start = min(start, len(flat) - (limit - 1))
     if start > 0 and flat[start - 1] != " ":
@@ -151,22 +172,14 @@ class _Collector:
         self.hits.clear()
         self.seen.clear()
 
-    def details(
-        self, ids: Sequence[int]
-    ) -> dict[int, tuple[int, str | None, str | None, str | None, str | None, str]]:
+    def details(self, ids: Sequence[int]) -> dict[int, _Details]:
         if not ids:
             return {}
         rows = self.conn.execute(details_sql(len(ids)), list(ids)).fetchall()
         return {row[0]: row[1:] for row in rows}
 
-    def add(
-        self,
-        event_id: int,
-        score: float,
-        row: tuple[int, str | None, str | None, str | None, str | None, str],
-        breakdown: Breakdown | None = None,
-    ) -> None:
-        seq, agent, tool, session, timestamp, text = row
+    def add(self, event_id: int, score: float, row: _Details, breakdown: Breakdown | None = None) -> None:
+        seq, agent, tool, session, timestamp, text, body, project, extra, gone = row
         key = (session, " ".join(text.lower().split()))
         if key in self.seen:
             return
@@ -180,11 +193,21 @@ class _Collector:
                 tool=tool,
                 session=session,
                 timestamp=timestamp,
-                snippet=make_snippet(text, self.terms),
+                snippet=make_snippet(text, self.terms, body=body),
                 event_id=event_id,
                 breakdown=breakdown,
+                project=project,
+                context=_context(extra),
+                gone=bool(gone),
             )
         )
+
+
+def _context(extra: str | None) -> dict[str, Any]:
+    if not extra:
+        return {}
+    values = json.loads(extra)
+    return {key: values[key] for key in CONTEXT_KEYS if values.get(key) not in (None, False, "")}
 
 
 def search(
@@ -199,6 +222,7 @@ def search(
     agent_filter: Sequence[str] = (),
     since: float | None = None,
     until: float | None = None,
+    project: str | None = None,
     embedder: Embedder | None = None,
     weights: Weights | None = None,
     now: float | None = None,
@@ -206,7 +230,8 @@ def search(
     """Return the best ``top_n`` events for ``query`` among those from files under ``sources``.
 
     ``min_score`` applies to semantic and hybrid only (see the module
-    docstring). ``embedder`` is required by those two modes, ``weights``
+    docstring). ``project`` is a project root (see
+    :func:`~korg_bridge.recall.project.project_root`): only its events. ``embedder`` is required by those two modes, ``weights``
     (default :class:`~korg_bridge.recall.semantic.Weights`) and ``now`` (for
     recency; default the current time) are used by hybrid. A keyword or
     substring query with no letter or digit, or a blank semantic query,
@@ -236,6 +261,7 @@ def search(
         agents=tuple(agent_filter),
         since=since,
         until=until,
+        project=project,
     )
     if embedder is not None and mode not in TEXT_MODES:
         if not query.strip():
@@ -388,7 +414,7 @@ def _substring(collector: _Collector, filters: Filters) -> list[Hit]:
                 row = rows.get(event_id)
                 if row is None:  # deleted by a concurrent refresh between the two queries
                     continue
-                text = row[5]
+                text = row[6] or row[5]  # the full text: the body when there is one
                 lowered = text.lower()  # the exact check: SQL only folded ASCII
                 if all(term in lowered for term in collector.terms):
                     score = round(1.0 - min(0.5, len(text) / 2000.0), 4)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.recall.event import Event
-from korg_bridge.recall.shapes import ResultPatch, detect_shape, normalize, normalize_timestamp
+from korg_bridge.recall.event import Event, ToolResult
+from korg_bridge.recall.shapes import Where, detect_shape, normalize_timestamp, parse_line
 
 REPO = Path(__file__).resolve().parents[2]
 PEERS = REPO / ".." / "shared" / "peers"
@@ -26,14 +26,21 @@ needs_peers = pytest.mark.skipif(
 )
 
 
-def _normalize_file(path: Path) -> list[tuple[dict[str, Any], list[Event | ResultPatch]]]:
-    """Parse each line of ``path`` and normalize it, tracking offsets the way the reader does."""
+def normalize(
+    obj: dict[str, Any], *, source: str, offset: int, line_no: int, state: dict[str, Any] | None = None
+) -> list[Event | ToolResult]:
+    return parse_line(obj, Where(source, offset, line_no), {} if state is None else state)
+
+
+def _normalize_file(path: Path) -> list[tuple[dict[str, Any], list[Event | ToolResult]]]:
+    """Parse each line of ``path`` and normalize it, tracking offsets and state the way the reader does."""
     out = []
     offset = 0
     source = str(path.resolve())
+    state: dict[str, Any] = {}
     for line_no, raw in enumerate(path.read_bytes().splitlines(keepends=True), start=1):
         obj = json.loads(raw)
-        out.append((obj, normalize(obj, source=source, offset=offset, line_no=line_no)))
+        out.append((obj, normalize(obj, source=source, offset=offset, line_no=line_no, state=state)))
         offset += len(raw)
     return out
 
@@ -42,8 +49,8 @@ def _events(path: Path) -> list[Event]:
     return [item for _, items in _normalize_file(path) for item in items if isinstance(item, Event)]
 
 
-def _patches(path: Path) -> list[ResultPatch]:
-    return [item for _, items in _normalize_file(path) for item in items if isinstance(item, ResultPatch)]
+def _patches(path: Path) -> list[ToolResult]:
+    return [item for _, items in _normalize_file(path) for item in items if isinstance(item, ToolResult)]
 
 
 # --- detection ------------------------------------------------------------------------------------
@@ -215,7 +222,6 @@ def test_transcript_tool_results_become_patches_paired_by_tool_use_id() -> None:
     ]
     assert events["toolu_01"].tool == "Read"
     assert events["toolu_02"].tool == "Bash"
-    assert {p.source for p in patches} == {str(TRANSCRIPT.resolve())}
 
 
 @needs_peers
@@ -244,8 +250,7 @@ def test_tool_result_with_is_error_marks_failure_and_flattens_blocks() -> None:
         },
     }
     [patch] = normalize(obj, source="/t.jsonl", offset=0, line_no=1)
-    assert patch == ResultPatch(
-        source="/t.jsonl",
+    assert patch == ToolResult(
         tool_use_id="toolu_9",
         result={"output": "boom\n[image]\n!"},
         success=False,
@@ -265,13 +270,13 @@ def test_user_message_with_text_blocks_and_a_result_yields_both() -> None:
             ]
         },
     }
-    patch, prompt = normalize(obj, source="/t.jsonl", offset=0, line_no=3)
-    assert isinstance(patch, ResultPatch)
+    patch, marker = normalize(obj, source="/t.jsonl", offset=0, line_no=3)
+    assert isinstance(patch, ToolResult)
     assert patch.result == {"output": ""}
-    assert isinstance(prompt, Event)
-    assert prompt.tool == "user_prompt"
-    assert prompt.agent == "claude-code#abcdefgh"
-    assert prompt.extra == {"sidechain": True, "part": 1}
+    assert isinstance(marker, Event)
+    assert marker.tool == "interrupt"
+    assert marker.agent == "claude-code#abcdefgh"
+    assert marker.extra == {"sidechain": True, "part": 0}
 
 
 @needs_peers
@@ -279,7 +284,7 @@ def test_stream_json_tags_sub_agent_lines_as_sidechain_with_their_parent() -> No
     events = _events(STREAM)
     assert [(e.seq, e.tool) for e in events] == [
         (5, "Agent"),
-        (7, "user_prompt"),
+        (7, "subagent_prompt"),
         (10, "Bash"),
         (14, "llm_inference"),
     ]

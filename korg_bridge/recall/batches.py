@@ -178,8 +178,8 @@ class _Slice:
         self.batch = batch
         self.projects = projects
         self.max_line = max_line
-        self.pairing = SlicePairing()
         self.rows: list[Row] = []
+        self.pairing = SlicePairing(self.rows)
 
     def skip(self, line: Line, reason: str) -> None:
         batch = self.batch
@@ -193,16 +193,19 @@ class _Slice:
             self.skip(line, f"line of {line.size:,} bytes is over the {self.max_line:,}-byte limit")
             return
         converted: list[Row | ResultRow] = []
+        data = line.data
         try:
-            obj = _decode(line.data)
+            obj = _decode(data)
             if obj is None:
                 return
             where = Where(self.batch.work.path, line.offset, line.number)
+            # A lone surrogate can only come from a \\ud… escape: other lines need no check for one.
+            escaped = b"\\u" in data and (b"\\ud" in data or b"\\uD" in data)
             for item in parse_line(obj, where, self.batch.parse_state):
                 if isinstance(item, Event):
-                    converted.append(event_row(item, self.projects(item.cwd)))
+                    converted.append(event_row(item, self.projects(item.cwd), escaped=escaped))
                 else:
-                    converted.append(result_row(item))
+                    converted.append(result_row(item, escaped=escaped))
         except LineError as exc:
             self.skip(line, str(exc))
             return
@@ -215,14 +218,14 @@ class _Slice:
         if not converted:
             self.batch.ignored += 1
         for row in converted:
-            if isinstance(row, Row):
-                self.pairing.call(row)
-                self.rows.append(row)
-            else:
+            if isinstance(row, ResultRow):
                 self.pairing.result(row)
+            else:
+                self.rows.append(row)
+                self.pairing.call(len(self.rows) - 1)
 
     def finish(self) -> Batch:
-        self.batch.rows = [row.values() for row in self.rows]
+        self.batch.rows = self.rows
         self.batch.results = self.pairing.leftover
         return self.batch
 

@@ -235,7 +235,7 @@ def _context_fields(hit: Any) -> dict[str, Any]:
     context = hit.context
     return {
         "project": hit.project,
-        "cwd": context.get("cwd"),
+        "cwd": context.get("cwd") or hit.project,  # stored only when it differs from its project
         "git_branch": context.get("git_branch"),
         "subagent": context.get("agent_id"),
         "sidechain": bool(context.get("sidechain")),

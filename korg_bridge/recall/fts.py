@@ -236,20 +236,21 @@ def like_pattern(term: str) -> str:
 
 
 def substring_sql(terms: Sequence[str], filters: Filters, *, length_cap: int) -> tuple[str, list[Any]]:
-    """Select events whose full text contains every ASCII term, ignoring ASCII case; shortest first.
+    """Select events whose head or body contains every ASCII term, ignoring ASCII case; shortest first.
 
-    The full text is the body when there is one (it holds all the head
-    says), else the head. ``LIKE`` folds ASCII case only (and scans twice as
-    fast as ``instr(lower(…))``), so non-ASCII terms are left to the
-    caller's exact check in Python. Lengths over ``length_cap`` tie (they
-    share the floor score), broken by file order. Returns rows ``(id,)``.
+    ``LIKE`` folds ASCII case only (and scans twice as fast as
+    ``instr(lower(…))``), so non-ASCII terms are left to the caller's exact
+    check in Python. Lengths over ``length_cap`` tie (they share the floor
+    score), broken by file order. Returns rows ``(id,)``.
     """
     where, params = filter_sql(filters)
     ascii_terms = [term for term in terms if term.isascii()]
-    clauses = ["coalesce(e.body, e.text) LIKE ? ESCAPE '\\'" for _ in ascii_terms]
+    clauses = ["(e.text LIKE ? ESCAPE '\\' OR e.body LIKE ? ESCAPE '\\')" for _ in ascii_terms]
     condition = " AND ".join([*clauses, where] if where else clauses) or "1"
-    sql = f"SELECT e.id\nFROM events e\nWHERE {condition}\nORDER BY min(length(coalesce(e.body, e.text)), ?), e.id"
-    return sql, [*(like_pattern(term) for term in ascii_terms), *params, length_cap]
+    length = "length(e.text) + coalesce(length(e.body), 0)"
+    sql = f"SELECT e.id\nFROM events e\nWHERE {condition}\nORDER BY min({length}, ?), e.id"
+    patterns = [pattern for term in ascii_terms for pattern in (like_pattern(term),) * 2]
+    return sql, [*patterns, *params, length_cap]
 
 
 def details_sql(count: int) -> str:

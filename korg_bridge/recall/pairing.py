@@ -22,13 +22,22 @@ result travels as the strings it was converted to when its line was read.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from korg_bridge.recall.fts import FTS_DELETE_ROW, FTS_INSERT_ROW
-from korg_bridge.recall.rows import ResultRow, Row
+from korg_bridge.recall.rows import (
+    BODY,
+    EXTRA,
+    RESULT,
+    SUCCESS,
+    TEXT,
+    TOOL_USE_ID,
+    ResultRow,
+    Row,
+    extra_with,
+)
 from korg_bridge.recall.text import with_result
 
 __all__ = ["SlicePairing", "attach", "settle", "take_pending"]
@@ -48,44 +57,46 @@ _STORED_CALL = (
 _COMPLETE_CALL = "UPDATE events SET result = ?, success = ?, extra = ?, text = ?, body = ? WHERE id = ?"
 
 
-def _extra_with(extra: str | None, timestamp: str | None) -> str | None:
-    if not timestamp:
-        return extra
-    # ``extra`` was dumped from a small dict of this program's own making: safe to load again.
-    values: dict[str, Any] = json.loads(extra) if extra else {}
-    values["result_timestamp"] = timestamp
-    return json.dumps(values, ensure_ascii=False, separators=(",", ":"))
-
-
-def attach(row: Row, result: ResultRow) -> None:
-    """Complete the call ``row`` with ``result`` (in place)."""
-    row.result = result.result
-    row.success = result.success
-    row.extra = _extra_with(row.extra, result.timestamp)
-    text, body = with_result(row.text, row.body or "", result.preview, result.full)
-    row.text, row.body = text, body or None
+def attach(row: Row, result: ResultRow) -> Row:
+    """The call ``row`` completed with ``result``."""
+    text, body = with_result(row[TEXT], row[BODY] or "", result.preview, result.full)
+    extra = extra_with(row[EXTRA], "result_timestamp", result.timestamp) if result.timestamp else row[EXTRA]
+    return (
+        *row[:RESULT],
+        result.result,
+        result.success,
+        *row[SUCCESS + 1 : EXTRA],
+        extra,
+        row[TOOL_USE_ID],
+        text,
+        body or None,
+        *row[BODY + 1 :],
+    )
 
 
 class SlicePairing:
-    """Joins calls and results met while one slice is parsed; the rest is :attr:`leftover`."""
+    """Joins calls and results met while one slice is parsed (the rows of the slice are
+    completed in place); the rest is :attr:`leftover`."""
 
-    def __init__(self) -> None:
-        self._open: dict[str, Row] = {}
+    def __init__(self, rows: list[Row]) -> None:
+        self._rows = rows
+        self._open: dict[str, int] = {}
         self.leftover: list[ResultRow] = []
         """Results whose call is not in this slice (or came after them): the writer settles them."""
 
-    def call(self, row: Row) -> None:
-        """Note a call that may get its result later in the slice."""
-        if row.tool_use_id is not None and row.result is None:
-            self._open[row.tool_use_id] = row
+    def call(self, position: int) -> None:
+        """Note the call at ``position`` of the rows, which may get its result later in the slice."""
+        row = self._rows[position]
+        if row[TOOL_USE_ID] is not None and row[RESULT] is None:
+            self._open[row[TOOL_USE_ID]] = position
 
     def result(self, result: ResultRow) -> None:
         """Join ``result`` to its call in this slice, or keep it for the writer."""
-        row = self._open.pop(result.tool_use_id, None)
-        if row is None:
+        position = self._open.pop(result.tool_use_id, None)
+        if position is None:
             self.leftover.append(result)
         else:
-            attach(row, result)
+            self._rows[position] = attach(self._rows[position], result)
 
 
 def take_pending(conn: sqlite3.Connection, source_id: int, rows: list[tuple[Any, ...]]) -> None:
@@ -94,18 +105,14 @@ def take_pending(conn: sqlite3.Connection, source_id: int, rows: list[tuple[Any,
     pending = conn.execute(_PENDING, (source_id,)).fetchall()
     if not pending:
         return
-    open_calls: dict[str, int] = {}
-    for position, values in enumerate(rows):
-        row = Row.from_values(values)
-        if row.tool_use_id is not None and row.result is None:
-            open_calls[row.tool_use_id] = position
+    open_calls = {row[TOOL_USE_ID]: position for position, row in enumerate(rows) if row[RESULT] is None}
     for pending_id, tool_use_id, result, success, timestamp, preview, full in pending:
-        if tool_use_id not in open_calls:
+        position = open_calls.pop(tool_use_id, -1)
+        if position < 0:
             continue
-        position = open_calls.pop(tool_use_id)
-        row = Row.from_values(rows[position])
-        attach(row, ResultRow(tool_use_id, result, success, timestamp, preview or "", full or ""))
-        rows[position] = row.values()
+        rows[position] = attach(
+            rows[position], ResultRow(tool_use_id, result, success, timestamp, preview, full)
+        )
         conn.execute("DELETE FROM pending_patches WHERE id = ?", (pending_id,))
 
 
@@ -129,16 +136,8 @@ def settle(conn: sqlite3.Connection, source_id: int, results: Sequence[ResultRow
             continue
         event_id, old_text, old_body, extra = found
         text, body = with_result(old_text, old_body or "", result.preview, result.full)
+        if result.timestamp:
+            extra = extra_with(extra, "result_timestamp", result.timestamp)
         conn.execute(FTS_DELETE_ROW, (event_id, old_text, old_body))
-        conn.execute(
-            _COMPLETE_CALL,
-            (
-                result.result,
-                result.success,
-                _extra_with(extra, result.timestamp),
-                text,
-                body or None,
-                event_id,
-            ),
-        )
+        conn.execute(_COMPLETE_CALL, (result.result, result.success, extra, text, body or None, event_id))
         conn.execute(FTS_INSERT_ROW, (event_id, text, body or None))

@@ -34,8 +34,10 @@ __all__ = [
     "LineError",
     "ResultRow",
     "Row",
+    "bindable",
     "dump_json",
     "event_row",
+    "extra_with",
     "load_json",
     "result_row",
 ]
@@ -76,8 +78,15 @@ def bindable(text: str) -> str:
     return text
 
 
-def _optional(text: str | None) -> str | None:
-    return None if text is None else bindable(text)
+def _bindable_values(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``values`` with every string :func:`bindable` (one cheap pass when all are ASCII, as most are)."""
+    for value in values:
+        if value.__class__ is str and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return tuple(bindable(item) if isinstance(item, str) else item for item in values)
+    return values
 
 
 def _check_int(name: str, value: int | None) -> None:
@@ -98,7 +107,8 @@ def _cut_strings(value: Any, limit: int) -> Any:
 
 
 def dump_json(value: Any) -> str | None:
-    """A stored field as JSON text (None stays NULL), cut to :data:`MAX_STORED_JSON`.
+    """A stored field as JSON text (None stays NULL), cut to :data:`MAX_STORED_JSON`; not yet
+    :func:`bindable` (rows make all their strings so at once).
 
     An over-long field keeps its structure (a file path next to a huge
     content stays readable) and its strings are cut, each ending in a
@@ -112,7 +122,7 @@ def dump_json(value: Any) -> str | None:
     text = _encode(value)
     if len(text) > MAX_STORED_JSON:
         text = _fit(value, text)
-    return bindable(text)
+    return text
 
 
 def _fit(value: Any, text: str) -> str:
@@ -129,53 +139,12 @@ def load_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-@dataclass(slots=True)
-class Row:
-    """One event, ready to insert; a tool call's result may still be added (:mod:`~korg_bridge.recall.pairing`)."""
+Row = tuple[Any, ...]
+"""One event, ready to insert: the values of :data:`ROW_COLUMNS`, in order. A tuple, because a
+cold build makes one per event and pickles it across a pipe; the positions below name the fields
+that pairing (:mod:`~korg_bridge.recall.pairing`) completes when the call's result arrives."""
 
-    offset: int
-    seq: int
-    shape: str
-    session: str | None
-    agent: str | None
-    tool: str | None
-    args: str | None
-    result: str | None
-    success: int | None
-    timestamp: str | None
-    triggered_by: int | None
-    extra: str | None
-    tool_use_id: str | None
-    text: str
-    body: str | None
-    project: str | None
-
-    @classmethod
-    def from_values(cls, values: tuple[Any, ...]) -> Row:
-        """The row a :meth:`values` tuple was made from."""
-        return cls(*values[:10], *values[11:])
-
-    def values(self) -> tuple[Any, ...]:
-        """The :data:`ROW_COLUMNS` values."""
-        return (
-            self.offset,
-            self.seq,
-            self.shape,
-            self.session,
-            self.agent,
-            self.tool,
-            self.args,
-            self.result,
-            self.success,
-            self.timestamp,
-            iso_to_epoch(self.timestamp),
-            self.triggered_by,
-            self.extra,
-            self.tool_use_id,
-            self.text,
-            self.body,
-            self.project,
-        )
+RESULT, SUCCESS, EXTRA, TOOL_USE_ID, TEXT, BODY = 7, 8, 12, 13, 14, 15
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,47 +165,61 @@ def success_int(value: bool | None) -> int | None:
     return None if value is None else int(value)
 
 
-def event_row(event: Event, project: str | None) -> Row:
-    """``event`` as a :class:`Row`; ``project`` is its ``cwd``'s project (:mod:`~korg_bridge.recall.project`).
+def event_row(event: Event, project: str | None, *, escaped: bool = True) -> Row:
+    """``event`` as a :data:`Row`; ``project`` is its ``cwd``'s project (:mod:`~korg_bridge.recall.project`).
+
+    ``escaped`` False says the event's line held no ``\\ud…`` escape: decoded (invalid bytes
+    replaced) it cannot hold a lone surrogate, so its strings need no check.
 
     Raises:
         LineError: the event holds an integer SQLite cannot store.
     """
     extra = event.extra
-    if event.cwd:
+    if event.cwd and event.cwd != project:  # most sessions run at their project's root: said once
         extra = {**extra, "cwd": event.cwd}
     tool_use_id = extra.get("tool_use_id")
     text, body = searchable(event)  # a call's result may come on a later line: pairing adds it
     _check_int("seq", event.seq)
     _check_int("triggered_by", event.triggered_by)
-    return Row(
-        offset=event.offset,
-        seq=event.seq,
-        shape=event.shape,
-        session=_optional(event.session),
-        agent=_optional(event.agent),
-        tool=_optional(event.tool),
-        args=dump_json(event.args),
-        result=dump_json(event.result),
-        success=success_int(event.success),
-        timestamp=_optional(event.timestamp),
-        triggered_by=event.triggered_by,
-        extra=dump_json(extra) if extra else None,
-        tool_use_id=bindable(tool_use_id) if isinstance(tool_use_id, str) else None,
-        text=bindable(text),
-        body=bindable(body) if body else None,
-        project=_optional(project),
+    success = event.success
+    values = (
+        event.offset,
+        event.seq,
+        event.shape,
+        event.session,
+        event.agent,
+        event.tool,
+        dump_json(event.args),
+        dump_json(event.result),
+        None if success is None else int(success),
+        event.timestamp,
+        iso_to_epoch(event.timestamp),
+        event.triggered_by,
+        _encode(extra) if extra else None,
+        tool_use_id if isinstance(tool_use_id, str) else None,
+        text,
+        body or None,
+        project,
     )
+    return _bindable_values(values) if escaped else values
 
 
-def result_row(result: ToolResult) -> ResultRow:
-    """``result`` as a :class:`ResultRow`."""
+def result_row(result: ToolResult, *, escaped: bool = True) -> ResultRow:
+    """``result`` as a :class:`ResultRow` (its strings fit for SQLite, as pairing compares them;
+    ``escaped`` as for :func:`event_row`)."""
     preview, full = result_texts(result.result)
-    return ResultRow(
-        tool_use_id=bindable(result.tool_use_id),
-        result=dump_json(result.result),
-        success=success_int(result.success),
-        timestamp=_optional(result.timestamp),
-        preview=bindable(preview),
-        full=bindable(full),
+    values = (
+        result.tool_use_id,
+        dump_json(result.result),
+        success_int(result.success),
+        result.timestamp,
+        preview,
+        full,
     )
+    return ResultRow(*(_bindable_values(values) if escaped else values))
+
+
+def extra_with(extra: str | None, key: str, value: str) -> str:
+    """A stored ``extra`` JSON object with one more key (``extra`` is this module's own dump)."""
+    item = f"{_encode(key)}:{_encode(value)}"
+    return f"{extra[:-1]},{item}}}" if extra else f"{{{item}}}"

@@ -106,7 +106,8 @@ class Hit:
     project: str | None = None
     """The project the session ran in (the git root of its cwd)."""
     context: dict[str, Any] = field(default_factory=dict)
-    """Where it happened: ``cwd``, ``git_branch``, ``agent_id`` (a sub-agent), ``sidechain``, ``meta``."""
+    """Where it happened: ``cwd`` (when not the project itself), ``git_branch``, ``agent_id`` (a
+    sub-agent), ``sidechain``, ``meta``."""
     gone: bool = False
     """Its file has been deleted since it was indexed (``korg-recall prune --gone`` drops such events)."""
 
@@ -414,7 +415,7 @@ def _substring(collector: _Collector, filters: Filters) -> list[Hit]:
                 row = rows.get(event_id)
                 if row is None:  # deleted by a concurrent refresh between the two queries
                     continue
-                text = row[6] or row[5]  # the full text: the body when there is one
+                text = f"{row[5]} {row[6]}" if row[6] else row[5]  # head and body: the whole event
                 lowered = text.lower()  # the exact check: SQL only folded ASCII
                 if all(term in lowered for term in collector.terms):
                     score = round(1.0 - min(0.5, len(text) / 2000.0), 4)

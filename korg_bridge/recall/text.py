@@ -7,10 +7,12 @@ Ranking looks at two texts per event:
   reply, or a tool call's name, the arguments that tell what it did (path,
   command, pattern, query, url, description, prompt) and a short preview of
   its result. Snippets and the collapsing of repeated hits read it.
-* the **body** (``events.body``, at most :data:`MAX_BODY_CHARS`): the whole
-  event — every argument and the full result — stored only when the head had
-  to leave something out, so the error on line 40 of a test run, or a term
-  deep in a compaction summary, is found too.
+* the **body** (``events.body``, at most :data:`MAX_BODY_CHARS`): what the
+  head leaves out — the arguments it does not name, the rest of what it had
+  to cut (from the word it cut on) — so the error on line 40 of a test run,
+  or a term deep in a compaction summary, is found too. Head and body
+  together hold the whole event, each word about once: FTS5 indexes both,
+  and most events need no body.
 
 A tool call's result usually arrives after the call is stored, so the texts
 are built in two steps: :func:`call_texts` for the call, :func:`with_result`
@@ -54,6 +56,7 @@ MAX_BODY_CHARS = 64 * 1024
 TELLING_ARGS = ("file_path", "path", "command", "cmd", "pattern", "query", "url", "description", "prompt")
 """Arguments that say what a tool call was about; the rest (offsets, flags) is noise in the head."""
 
+_TELLING = frozenset(TELLING_ARGS)
 PROSE = frozenset(KINDS) - {"llm_inference"}
 """Kinds whose text is their ``args`` (a prompt, a note, a title); a reply's is its result."""
 
@@ -123,9 +126,16 @@ def _prose(args: Any) -> str:
     return ""
 
 
+def _beyond(text: str, shown: int) -> str:
+    """``text`` from the start of the word cut at ``shown`` characters: what a head showing the
+    first ``shown`` of them leaves out, with no word split between the two."""
+    start = max(text.rfind(" ", 0, shown + 1), text.rfind("\n", 0, shown + 1))
+    return text[start + 1 :] if start > 0 else text
+
+
 def _head_and_body(full: str, limit: int) -> tuple[str, str]:
     head = _trim(full, limit)
-    return head, ("" if head == full else _trim(full, MAX_BODY_CHARS))
+    return head, ("" if head == full else _trim(_beyond(full, limit - 1), MAX_BODY_CHARS))
 
 
 def _arg_text(value: Any) -> str:
@@ -137,50 +147,80 @@ def _arg_text(value: Any) -> str:
 
 
 def call_texts(event: Event) -> tuple[str, str]:
-    """The head and body of a tool call without its result (body "" when the head says it all)."""
+    """The head of a tool call without its result, and its body: what the head leaves out.
+
+    The body holds the arguments the head does not name (an edit's old and new
+    text, a file's contents) and those it had to cut, so that head and body
+    together hold the whole call, each word about once: FTS5 indexes both.
+    """
     tool = event.tool or ""
     args = event.args
-    head: list[str] = [tool] if tool else []
-    full: list[str] = list(head)
+    parts: list[str] = [tool] if tool else []
+    rest: list[str] = []
     if isinstance(args, dict):
-        named = len(head)
+        named = len(parts)
         for key in TELLING_ARGS:
-            value = _arg_text(args.get(key))
-            if value:
-                head.append(f"{key}={_trim(value, MAX_ARG_CHARS)}")
-                full.append(f"{key}={value}")
-        told = len(head) > named
-        for key, value in args.items():
-            if key in TELLING_ARGS or value is None or isinstance(value, bool | int | float):
+            value = args.get(key)
+            if value is None:
                 continue
-            text = value.strip() if isinstance(value, str) else _dump(value)
-            if text:
-                full.append(f"{key}={text}")
-        if not told and args:
-            head.append(_trim(_dump(args), MAX_FALLBACK_ARGS_CHARS))
+            text = value.strip() if isinstance(value, str) else _arg_text(value)
+            if not text:
+                continue
+            if len(text) > MAX_ARG_CHARS:
+                parts.append(f"{key}={_trim(text, MAX_ARG_CHARS)}")
+                rest.append(f"{key}={text}")
+            else:
+                parts.append(f"{key}={text}")
+        if len(parts) > named:
+            for key, value in args.items():
+                if key in _TELLING or value is None or isinstance(value, bool | int | float):
+                    continue
+                text = value.strip() if isinstance(value, str) else _dump(value)
+                if text:
+                    rest.append(f"{key}={text}")
+        elif args:  # nothing telling: the arguments as JSON say most
+            dumped = _dump(args)
+            parts.append(_trim(dumped, MAX_FALLBACK_ARGS_CHARS))
+            if len(dumped) > MAX_FALLBACK_ARGS_CHARS:
+                rest.append(dumped)
     elif isinstance(args, str) and args.strip():
-        head.append(_trim(args.strip(), MAX_ARG_CHARS))
-        full.append(args.strip())
-    head_text = _trim(" ".join(head), MAX_TEXT_CHARS)
-    full_text = " ".join(full)
-    return head_text, ("" if full_text == head_text else _trim(full_text, MAX_BODY_CHARS))
+        text = args.strip()
+        parts.append(_trim(text, MAX_ARG_CHARS))
+        if len(text) > MAX_ARG_CHARS:
+            rest.append(text)
+    whole = " ".join(parts)
+    head = _trim(whole, MAX_TEXT_CHARS)
+    if head != whole:
+        rest.insert(0, whole)
+    return head, _trim(" ".join(rest), MAX_BODY_CHARS)
 
 
 def result_texts(result: Any) -> tuple[str, str]:
-    """What a call's head shows of ``result`` (its human part) and what its body holds (every text field)."""
+    """What a call's head shows of ``result`` (its human part) and all it says (every text field)."""
     preview = result_text(result).strip()
     if not preview:
         return "", ""
-    return preview, _full_result(result).strip() or preview
+    if isinstance(result, dict) and len(result) > 1:
+        return preview, _full_result(result).strip() or preview
+    return preview, preview
 
 
 def with_result(head: str, body: str, preview: str, full: str) -> tuple[str, str]:
     """A call's head and body (from :func:`call_texts`) with its result's texts (:func:`result_texts`) added."""
     if not preview:
         return head, body
-    new_head = _trim(_join(head, f"→ {_trim(preview, MAX_PREVIEW_CHARS)}"), MAX_TEXT_CHARS)
-    whole = _join(body or head, f"→ {full}")
-    return new_head, ("" if whole == new_head else _trim(whole, MAX_BODY_CHARS))
+    shown = _trim(preview, MAX_PREVIEW_CHARS)
+    whole = f"{head} → {shown}" if head else f"→ {shown}"
+    new_head = _trim(whole, MAX_TEXT_CHARS)
+    if new_head != whole:
+        rest = full  # the head was full before the result: all of it goes to the body
+    elif full == shown:
+        return new_head, body
+    elif full.startswith(preview) and len(shown) < len(preview):
+        rest = _beyond(full, MAX_PREVIEW_CHARS - 1)  # the preview's words are in the head already
+    else:
+        rest = full
+    return new_head, _trim(f"{body} → {rest}" if body else f"→ {rest}", MAX_BODY_CHARS)
 
 
 def searchable(event: Event) -> tuple[str, str]:

@@ -198,11 +198,12 @@ def test_substring_sql_likes_ascii_terms_and_orders_shortest_first() -> None:
     assert sql == (
         "SELECT e.id\n"
         "FROM events e\n"
-        "WHERE coalesce(e.body, e.text) LIKE ? ESCAPE '\\' AND coalesce(e.body, e.text) LIKE ? ESCAPE '\\'"
+        "WHERE (e.text LIKE ? ESCAPE '\\' OR e.body LIKE ? ESCAPE '\\')"
+        " AND (e.text LIKE ? ESCAPE '\\' OR e.body LIKE ? ESCAPE '\\')"
         " AND e.source_id IN (SELECT id FROM sources WHERE path = ? OR substr(path, 1, ?) = ?)\n"
-        "ORDER BY min(length(coalesce(e.body, e.text)), ?), e.id"
+        "ORDER BY min(length(e.text) + coalesce(length(e.body), 0), ?), e.id"
     )
-    assert params == ["%foo%", "%50\\%%", "/l", 3, "/l/", 1000]
+    assert params == ["%foo%", "%foo%", "%50\\%%", "%50\\%%", "/l", 3, "/l/", 1000]
 
 
 def test_like_pattern_makes_wildcards_literal() -> None:

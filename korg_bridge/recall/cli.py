@@ -93,6 +93,7 @@ def _flatten(text: str) -> str:
     output_mode="stream",
 )
 def recall(args: dict[str, Any]) -> int:
+    from korg_bridge.recall.context import context_fields, context_tokens
     from korg_bridge.recall.redact import redact
     from korg_bridge.recall.search import search
     from korg_bridge.recall.timeparse import parse_time
@@ -153,7 +154,7 @@ def recall(args: dict[str, Any]) -> int:
             redacted += count
         lines.append(
             f"  · seq={hit.seq} score={hit.score:.2f} agent={hit.agent or '-'} tool={hit.tool or '-'} "
-            f"ref={hit.ref}{_context_tokens(hit)} :: {snippet[:200]}"
+            f"ref={hit.ref}{context_tokens(hit)} :: {snippet[:200]}"
         )
         records.append(
             {
@@ -166,7 +167,7 @@ def recall(args: dict[str, Any]) -> int:
                 "timestamp": hit.timestamp,
                 "snippet": snippet[:200],
                 "breakdown": hit.breakdown or {"total": round(hit.score, 4)},
-                **_context_fields(hit),
+                **context_fields(hit),
             }
         )
     if args.get("json"):
@@ -200,48 +201,6 @@ def _project(args: Mapping[str, Any]) -> str | None:
     from korg_bridge.recall.project import project_root
 
     return project_root(os.path.abspath(os.path.expanduser(str(raw).strip())))
-
-
-def _token(key: str, value: Any) -> str:
-    """`` key=value`` for a hit line; a value with spaces or quotes is written as a JSON string."""
-    text = "true" if value is True else str(value)
-    if not text or any(ch.isspace() or ch == '"' for ch in text) or " :: " in text:
-        text = json.dumps(text, ensure_ascii=False)
-    return f" {key}={text}"
-
-
-def _context_tokens(hit: Any) -> str:
-    """The context a hit is judged by, as tokens between ``ref=`` and ``::`` (only what is known)."""
-    context = hit.context
-    tokens = [_token("project", hit.project)] if hit.project else []
-    cwd = context.get("cwd")
-    if cwd and cwd != hit.project:
-        tokens.append(_token("cwd", cwd))
-    for key, name in (
-        ("git_branch", "branch"),
-        ("agent_id", "subagent"),
-        ("sidechain", "sidechain"),
-        ("meta", "meta"),
-    ):
-        if context.get(key):
-            tokens.append(_token(name, context[key]))
-    if hit.gone:
-        tokens.append(_token("gone", True))
-    return "".join(tokens)
-
-
-def _context_fields(hit: Any) -> dict[str, Any]:
-    """The same context for ``--json``: every field, null or false when unknown."""
-    context = hit.context
-    return {
-        "project": hit.project,
-        "cwd": context.get("cwd") or hit.project,  # stored only when it differs from its project
-        "git_branch": context.get("git_branch"),
-        "subagent": context.get("agent_id"),
-        "sidechain": bool(context.get("sidechain")),
-        "meta": bool(context.get("meta")),
-        "gone": hit.gone,
-    }
 
 
 @kit.command(

@@ -34,7 +34,6 @@ caller's, which can count what it hides and honour ``--allow-secrets``.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
+from korg_bridge.recall.context import context_of
 from korg_bridge.recall.fts import (
     Filters,
     details_sql,
@@ -56,20 +56,18 @@ from korg_bridge.recall.fts import (
     window_sql,
 )
 from korg_bridge.recall.index import Index
+from korg_bridge.recall.snippets import make_snippet
 
 if TYPE_CHECKING:
     from korg_bridge.recall.embed import Embedder
     from korg_bridge.recall.semantic import Breakdown, Ranked, Weights
 
-__all__ = ["MODES", "SNIPPET_CHARS", "TEXT_MODES", "Hit", "make_snippet", "search"]
+__all__ = ["MODES", "TEXT_MODES", "Hit", "search"]
 
 MODES = ("substring", "keyword", "semantic", "hybrid")
 TEXT_MODES = ("substring", "keyword")
 """The modes that need no embedding model."""
 
-SNIPPET_CHARS = 200
-SNIPPET_LEAD = 60
-"""Characters shown before the first matching term, so the hit reads in context."""
 KEYWORD_HALF_SCORE = 5.0
 """The raw BM25 value that maps to 0.5: about one term found in a few percent of events."""
 SUBSTRING_LENGTH_CAP = 1000
@@ -84,8 +82,6 @@ _Details = tuple[
 ]
 """What :func:`~korg_bridge.recall.fts.details_sql` selects, but the id."""
 CHUNK = 64
-CONTEXT_KEYS = ("cwd", "git_branch", "agent_id", "sidechain", "meta")
-"""The parts of an event's ``extra`` that say where it happened: shown with every hit."""
 
 
 @dataclass
@@ -110,49 +106,6 @@ class Hit:
     sub-agent), ``sidechain``, ``meta``."""
     gone: bool = False
     """Its file has been deleted since it was indexed (``korg-recall prune --gone`` drops such events)."""
-
-
-def make_snippet(text: str, terms: Sequence[str], limit: int = SNIPPET_CHARS, body: str | None = None) -> str:
-    """Return at most ``limit`` characters of ``text`` on one line, around the first term found.
-
-    Terms are matched case-insensitively; a stemmed match (``fixing`` for
-    ``fixed``) is looked up by its first letters. Cuts fall between words
-    unless a single word is longer than the room left, and are marked ``…``.
-    When no term is in ``text`` (an event's head) but one is in ``body`` (its
-    full text), the snippet comes from there: the line of a long log that matched.
-    """
-    flat = " ".join(text.split())
-    lowered = flat.lower()
-    found = [pos for term in terms if (pos := _find(lowered, term)) >= 0]
-    if not found and body and terms:
-        flat_body = " ".join(body.split())
-        lowered_body = flat_body.lower()
-        in_body = [pos for term in terms if (pos := _find(lowered_body, term)) >= 0]
-        if in_body:
-            flat, lowered, found = flat_body, lowered_body, in_body
-    if len(flat) <= limit:
-        return flat
-    start = max(0, min(found) - SNIPPET_LEAD) if found else 0
-    start = min(start, len(flat) - (limit - 1))
-    if start > 0 and flat[start - 1] != " ":
-        space = flat.find(" ", start, start + SNIPPET_LEAD)
-        start = space + 1 if space >= 0 else start
-    head = "…" if start > 0 else ""
-    end = start + limit - len(head)
-    if end >= len(flat):
-        return head + flat[start:]
-    end -= 1  # room for the closing mark
-    if flat[end] != " ":
-        space = flat.rfind(" ", start, end)
-        end = space if space > start else end
-    return head + flat[start:end].rstrip() + "…"
-
-
-def _find(lowered: str, term: str) -> int:
-    position = lowered.find(term)
-    if position < 0 and len(term) >= 6:
-        position = lowered.find(term[: len(term) - 3])
-    return position
 
 
 class _Collector:
@@ -198,17 +151,10 @@ class _Collector:
                 event_id=event_id,
                 breakdown=breakdown,
                 project=project,
-                context=_context(extra),
+                context=context_of(extra),
                 gone=bool(gone),
             )
         )
-
-
-def _context(extra: str | None) -> dict[str, Any]:
-    if not extra:
-        return {}
-    values = json.loads(extra)
-    return {key: values[key] for key in CONTEXT_KEYS if values.get(key) not in (None, False, "")}
 
 
 def search(

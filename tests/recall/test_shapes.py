@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.recall.event import Event, ToolResult
+from korg_bridge.recall.event import KINDS, Event, ToolResult
 from korg_bridge.recall.shapes import Where, detect_shape, normalize_timestamp, parse_line
 
 REPO = Path(__file__).resolve().parents[2]
@@ -584,3 +584,9 @@ def test_codex_patches_searches_and_compactions_are_events() -> None:
     [summary] = codex("compacted", {"message": "Summary of the work so far"})
     assert isinstance(summary, Event)
     assert summary.tool == "compact_summary"
+
+
+def test_every_event_kind_is_documented_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for kind in KINDS:
+        assert f"| `{kind}` |" in readme, kind

@@ -48,6 +48,7 @@ from korg_bridge.recall.batches import (
     read_file,
 )
 from korg_bridge.recall.lines import MAX_LINE_BYTES
+from korg_bridge.recall.project import ProjectCache
 
 __all__ = ["parsed_batches"]
 
@@ -112,13 +113,12 @@ def parsed_batches(
     except _WorkerFailed as exc:
         logger.warning("recall parsing worker failed (%s); reading the rest in this process", exc)
     # Carry on where the worker stopped: the file it was in the middle of, then the others.
+    projects = ProjectCache()
     for item in work:
         if item.path in done:
             continue
-        if last is not None and last.path == item.path:
-            yield from read_file(item, batch_bytes, max_line, after=last)
-        else:
-            yield from read_file(item, batch_bytes, max_line)
+        after = last if last is not None and last.path == item.path else None
+        yield from read_file(item, batch_bytes, max_line, after=after, projects=projects)
 
 
 def _from_worker(work: Sequence[Work], batch_bytes: int, max_line: int) -> Iterator[Batch]:

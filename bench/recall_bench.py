@@ -656,7 +656,7 @@ def make_golden(folder: Path = GOLDEN, seed: int = SEED + 7) -> None:
     is exactly what ``recall --json`` reports.
     """
     sys.path.insert(0, str(common.REPO_ROOT))
-    from korg_bridge.recall.sources import list_files, read_from
+    from korg_bridge.recall.sources import list_files
 
     targets = json.loads((folder / "targets.json").read_text(encoding="utf-8"))
     ledger = folder / "ledger"
@@ -694,7 +694,7 @@ def make_golden(folder: Path = GOLDEN, seed: int = SEED + 7) -> None:
     (ledger / "korg").mkdir(parents=True, exist_ok=True)
     (ledger / "korg" / "claude-events.jsonl").write_text("\n".join(legacy_lines) + "\n", encoding="utf-8")
 
-    events = [event for path in list_files([ledger]) for event in read_from(path, 0, 0).events]
+    events = [event for path in list_files([ledger]) for event in _events_of(path)]
     queries: list[dict[str, Any]] = []
     for target in targets:
         found = [event for event in events if _is_target(event, target)]
@@ -708,6 +708,26 @@ def make_golden(folder: Path = GOLDEN, seed: int = SEED + 7) -> None:
     text = f'{{\n "events": {len(events)},\n "queries": [\n{rows}\n ]\n}}\n'
     (folder / "queries.json").write_text(text, encoding="utf-8")
     print(f"golden set: {len(events)} events, {len(queries)} queries -> {folder}", file=sys.stderr)
+
+
+def _events_of(path: Path) -> list[Any]:
+    """Every event of one ledger file, read with korg-recall's own line reader and shape parsers."""
+    from korg_bridge.recall.event import Event
+    from korg_bridge.recall.lines import LineFile
+    from korg_bridge.recall.shapes import Where, parse_line
+
+    events: list[Any] = []
+    state: dict[str, Any] = {}
+    with LineFile(path) as file:
+        for line in file.lines(0, 0):
+            if line.data and line.data.strip():
+                where = Where(str(path), line.offset, line.number)
+                events += [
+                    item
+                    for item in parse_line(json.loads(line.data), where, state)
+                    if isinstance(item, Event)
+                ]
+    return events
 
 
 def _is_target(event: Any, target: dict[str, Any]) -> bool:

@@ -32,7 +32,7 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     """Point every home/cache/index path at a temp dir and drop inherited KORG_* settings."""
     home = tmp_path_factory.mktemp("home")
     for name in list(os.environ):
-        if name.startswith(("KORG_", "CLAUDE_")) and name != "KORG_RECALL_MODEL_DIR":
+        if name.startswith(("KORG_", "CLAUDE_", "CODEX_")) and name != "KORG_RECALL_MODEL_DIR":
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))

@@ -1,12 +1,24 @@
-"""Ledger slices turned into ready-to-insert rows, with no database in sight.
+"""Ingest of one slice of a ledger, in one direction: lines → shape → event → text → row.
 
-A refresh reads and parses first and takes the write lock only to store the
-result, so the reading half is kept here, free of SQLite: it can run in the
-indexing process or in a parsing worker (:mod:`korg_bridge.recall.worker`)
-while the indexing process writes the previous slice. A :class:`Batch` is
-therefore plain data — tuples and strings that pickle cheaply — and an event
-is rebuilt from its row on the rare occasions the writer needs it back (a
-tool result that arrives in a later slice than its call).
+This is where a ledger line becomes an indexed event::
+
+    LineFile.lines()        complete lines from a byte offset     (recall/lines.py)
+    _decode()               JSON object, depth-bounded            (here)
+    shapes.parse_line()     events and tool results of the line   (recall/shapes/)
+    rows.event_row()        searchable text, stored JSON, project (recall/rows.py, text.py, project.py)
+    SlicePairing            a call meets a result in the slice    (recall/pairing.py)
+    Batch                   what the writer stores                (recall/refresh.py)
+
+Every line either yields its rows or is skipped with a reason — JSON that
+does not parse, nesting deeper than :data:`MAX_DEPTH`, a line over the
+length cap, a value the index cannot hold, anything a parser trips on — and
+reading goes on: one bad line never stops a file, let alone a refresh.
+
+No database here: a refresh reads and parses first and takes the write lock
+only to store the result, so this half runs in the indexing process or in a
+parsing worker (:mod:`korg_bridge.recall.worker`) while the indexing process
+writes the previous slice. A :class:`Batch` is therefore plain data that
+pickles cheaply.
 """
 
 from __future__ import annotations
@@ -14,34 +26,28 @@ from __future__ import annotations
 import json
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from korg_bridge.errors import ConfigError
 from korg_bridge.recall.event import Event
-from korg_bridge.recall.shapes import ResultPatch
-from korg_bridge.recall.sources import FileState, ReadResult, read_from
-from korg_bridge.recall.text import flatten
-from korg_bridge.recall.timeparse import iso_to_epoch
+from korg_bridge.recall.lines import HEAD_BYTES, MAX_LINE_BYTES, Line, LineFile
+from korg_bridge.recall.pairing import SlicePairing
+from korg_bridge.recall.project import ProjectCache
+from korg_bridge.recall.rows import LineError, ResultRow, Row, bindable, event_row, result_row
+from korg_bridge.recall.shapes import State, Where, parse_line
+from korg_bridge.recall.sources import FileState
 
 __all__ = [
     "BATCH_BYTES",
-    "MAX_STORED_JSON",
-    "ROW_COLUMNS",
-    "TOOL_USE_COLUMN",
+    "MAX_DEPTH",
+    "MAX_SKIP_RECORDS",
     "WORKER_MIN_BYTES",
     "Batch",
-    "SourceRow",
+    "FileState",
+    "Stored",
     "Work",
-    "dump_json",
-    "event_from_row",
-    "event_row",
-    "load_json",
-    "patched",
-    "plan",
     "read_batches",
     "read_file",
-    "success_int",
 ]
 
 BATCH_BYTES = 2 * 1024 * 1024
@@ -50,218 +56,231 @@ WORKER_MIN_BYTES = BATCH_BYTES
 """Bytes to read from which parsing moves to a :mod:`~korg_bridge.recall.worker` process: with
 one slice nothing overlaps, and the worker's start (an interpreter and a few imports, ~60 ms)
 would be pure cost. A query's refresh of a few appended lines never pays it."""
-MAX_STORED_JSON = 256 * 1024
-"""A tool result larger than this (a huge file read) is stored truncated: the index stays a cache."""
+MAX_DEPTH = 100
+"""Deepest nesting of a line's JSON that is indexed. Real lines nest a dozen levels; a line nested
+hundreds deep exists only to exhaust recursion in whatever reads it next (``show``, redaction)."""
+MAX_SKIP_RECORDS = 100
+"""Skipped lines remembered per file with their reason (all are counted)."""
 
-SourceRow = tuple[Any, ...]
-"""A file's stored state as the index selects it: id, inode, dev, offset, line_no."""
-
-Work = tuple[str, FileState, SourceRow | None]
-"""One file to read: its absolute path, its current stat, and its stored state (None: new file)."""
-
-_encode = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), default=str, check_circular=False
-).encode
-"""One encoder for every row: ``json.dumps`` with options builds a new one per call. No cycle
-check (10 % of an encode): every value stored comes from parsed JSON, which has none."""
-
-ROW_COLUMNS = (
-    '"offset", seq, shape, session, agent, tool, args, result, success,'
-    " timestamp, ts, triggered_by, extra, tool_use_id, text"
-)
-"""The ``events`` columns of an :func:`event_row` tuple, in its order (for INSERT and SELECT)."""
-TOOL_USE_COLUMN = 13
-"""Position of ``tool_use_id`` in an :func:`event_row` tuple."""
+_decode_json = json.JSONDecoder().raw_decode
+"""``json.loads`` minus its per-call wrapping (type checks, two whitespace regexes): a third
+of the parse cost of a typical ledger line, paid once per line."""
 
 
-def dump_json(value: Any) -> str | None:
-    """Serialize a stored field (None stays NULL), truncating absurdly large values."""
-    if value is None:
-        return None
-    if not value and isinstance(value, dict):
-        return "{}"
-    text = _encode(value)
-    if len(text) > MAX_STORED_JSON:
-        text = _encode({"truncated": True, "chars": len(text), "preview": text[:MAX_STORED_JSON]})
-    return text
+class Stored(NamedTuple):
+    """What the index remembers of a file, as :data:`STORED_COLUMNS` selects it."""
+
+    id: int
+    inode: int | None
+    dev: int | None
+    offset: int
+    line_no: int
+    head_len: int
+    head_sha: str | None
+    parse_state: str | None
+    gone_at: float | None
 
 
-def load_json(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+STORED_COLUMNS = 'id, inode, dev, "offset", line_no, head_len, head_sha, parse_state, gone_at'
 
 
-def success_int(value: bool | None) -> int | None:
-    return None if value is None else int(value)
+@dataclass(frozen=True, slots=True)
+class Work:
+    """One file to read: where from, and whether what the index holds of it must go first."""
 
+    path: str
+    state: FileState
+    stored: Stored | None
+    """The index's state of the file this plan was made from (None: a new file)."""
+    start: int
+    line_no: int
+    reset: bool
+    """The file was replaced or rewritten: its stored events go, reading starts at 0."""
 
-def patched(event: Event, patch: ResultPatch) -> Event:
-    """``event`` with the result, success and result time a later ``tool_result`` line brought."""
-    extra = dict(event.extra)
-    if patch.timestamp:
-        extra["result_timestamp"] = patch.timestamp
-    # A direct constructor call: dataclasses.replace re-inspects the fields
-    # on every call, which a cold build of a transcript history pays per tool.
-    return Event(
-        source=event.source,
-        offset=event.offset,
-        seq=event.seq,
-        shape=event.shape,
-        session=event.session,
-        agent=event.agent,
-        tool=event.tool,
-        args=event.args,
-        result=patch.result,
-        success=patch.success,
-        timestamp=event.timestamp,
-        triggered_by=event.triggered_by,
-        extra=extra,
-    )
-
-
-def event_row(event: Event) -> tuple[Any, ...]:
-    """Every column of ``events`` but ``id`` and ``source_id``, in the index's insert order."""
-    tool_use_id = event.extra.get("tool_use_id")
-    return (
-        event.offset,
-        event.seq,
-        event.shape,
-        event.session,
-        event.agent,
-        event.tool,
-        dump_json(event.args),
-        dump_json(event.result),
-        success_int(event.success),
-        event.timestamp,
-        iso_to_epoch(event.timestamp),
-        event.triggered_by,
-        dump_json(event.extra) if event.extra else None,
-        tool_use_id if isinstance(tool_use_id, str) else None,
-        flatten(event),
-    )
-
-
-def event_from_row(source: str, row: tuple[Any, ...]) -> Event:
-    """The event an :func:`event_row` tuple was made from (stored JSON fields parsed back)."""
-    offset, seq, shape, session, agent, tool, args, result, success, timestamp = row[:10]
-    triggered_by, extra = row[11], row[12]
-    return Event(
-        source=source,
-        offset=offset,
-        seq=seq,
-        shape=shape,
-        session=session,
-        agent=agent,
-        tool=tool,
-        args=load_json(args),
-        result=load_json(result),
-        success=None if success is None else bool(success),
-        timestamp=timestamp,
-        triggered_by=triggered_by,
-        extra=load_json(extra) or {},
-    )
-
-
-def plan(row: SourceRow | None, state: FileState) -> tuple[int, int, bool, int]:
-    """Where to read a file from: ``(offset, line_no, reset, bytes_to_read)``.
-
-    Resume at the stored offset, unless the file was replaced (inode or
-    device changed) or truncated (smaller than the offset): then start over.
-    """
-    if row is None:
-        return 0, 0, False, state.size
-    if row[1] != state.inode or row[2] != state.dev or state.size < row[3]:
-        return 0, 0, True, state.size
-    return row[3], row[4], False, state.size - row[3]
+    @property
+    def to_read(self) -> int:
+        return max(0, self.state.size - self.start)
 
 
 @dataclass
 class Batch:
     """One slice of one file, parsed and turned into rows, ready to write."""
 
-    path: str
-    state: FileState
-    row: SourceRow | None
-    """The stored state the file's reading was planned from."""
+    work: Work
     start: int
     reset: bool
     end_offset: int
     """Byte offset just after the slice's last complete line: where the next slice starts."""
     end_line: int
+    parse_state: State = field(default_factory=dict)
+    """The shape parser's memory after the slice, stored so the next read resumes with it."""
+    head: tuple[int, str] | None = None
+    """A new fingerprint of the file's start (length, SHA-256), when it has grown or changed."""
     skipped: int = 0
+    skips: list[tuple[int, str]] = field(default_factory=list)
+    """The first :data:`MAX_SKIP_RECORDS` skipped lines of the slice: (line number, reason)."""
     ignored: int = 0
+    """Valid lines that hold no event (bookkeeping of the agents' formats)."""
     rows: list[tuple[Any, ...]] = field(default_factory=list)
-    patches: list[ResultPatch] = field(default_factory=list)
-    """Results whose ``tool_use`` is not in this slice: the writer looks for it in the index."""
+    results: list[ResultRow] = field(default_factory=list)
+    """Results whose call is not in this slice: the writer joins them to stored calls."""
     final: bool = True
-    """The file's last slice: only then is its stat stored, so an interrupted file is resumed."""
+    """The file's last slice: only then is its size stored, so an interrupted file is resumed."""
     error: str | None = None
     """Why the file could not be read (a one-line message); such a batch has no rows."""
 
-
-def _join_patches(result: ReadResult) -> list[Event]:
-    """Apply patches whose ``tool_use`` is in the same slice; leave the others in ``result.patches``."""
-    if not result.patches:
-        return result.events
-    events = list(result.events)
-    by_id = {
-        event.extra["tool_use_id"]: position
-        for position, event in enumerate(events)
-        if isinstance(event.extra.get("tool_use_id"), str)
-    }
-    leftover: list[ResultPatch] = []
-    for patch in result.patches:
-        position = by_id.get(patch.tool_use_id)
-        if position is None:
-            leftover.append(patch)
-        else:
-            events[position] = patched(events[position], patch)
-    result.patches = leftover
-    return events
+    @property
+    def path(self) -> str:
+        return self.work.path
 
 
-def read_batches(work: Sequence[Work], batch_bytes: int = BATCH_BYTES) -> Generator[Batch, None, None]:
+def _depth_over(obj: Any, limit: int) -> bool:
+    """Whether ``obj`` nests deeper than ``limit`` containers (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _decode(data: bytes) -> dict[str, Any] | None:
+    """The JSON object on one line; None for a blank line.
+
+    Raises:
+        LineError: not a JSON object, or nested deeper than :data:`MAX_DEPTH`.
+    """
+    text = data.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
+    if not text:
+        return None
+    try:
+        obj, end = _decode_json(text)
+    except RecursionError as exc:
+        raise LineError(f"JSON nested deeper than {MAX_DEPTH} levels") from exc
+    except ValueError as exc:
+        raise LineError(f"not valid JSON ({str(exc)[:120]})") from exc
+    if end != len(text):
+        raise LineError("not valid JSON (data after the value)")
+    if not isinstance(obj, dict):
+        raise LineError(f"not a JSON object (a {type(obj).__name__})")
+    # Only a line with that many brackets can nest that deep: most lines never pay for the walk.
+    if data.count(b"{") + data.count(b"[") > MAX_DEPTH and _depth_over(obj, MAX_DEPTH):
+        raise LineError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    return obj
+
+
+class _Slice:
+    """The conversion of one slice's lines into a :class:`Batch`."""
+
+    def __init__(self, batch: Batch, projects: ProjectCache, max_line: int) -> None:
+        self.batch = batch
+        self.projects = projects
+        self.max_line = max_line
+        self.rows: list[Row] = []
+        self.pairing = SlicePairing(self.rows)
+
+    def skip(self, line: Line, reason: str) -> None:
+        batch = self.batch
+        batch.skipped += 1
+        if len(batch.skips) < MAX_SKIP_RECORDS:
+            batch.skips.append((line.number, bindable(reason)))
+
+    def add(self, line: Line) -> None:
+        """Turn one line into rows, or skip it with the reason."""
+        if line.data is None:
+            self.skip(line, f"line of {line.size:,} bytes is over the {self.max_line:,}-byte limit")
+            return
+        converted: list[Row | ResultRow] = []
+        data = line.data
+        try:
+            obj = _decode(data)
+            if obj is None:
+                return
+            where = Where(self.batch.work.path, line.offset, line.number)
+            # A lone surrogate can only come from a \\ud… escape: other lines need no check for one.
+            escaped = b"\\u" in data and (b"\\ud" in data or b"\\uD" in data)
+            for item in parse_line(obj, where, self.batch.parse_state):
+                if isinstance(item, Event):
+                    converted.append(event_row(item, self.projects(item.cwd), escaped=escaped))
+                else:
+                    converted.append(result_row(item, escaped=escaped))
+        except LineError as exc:
+            self.skip(line, str(exc))
+            return
+        except RecursionError:
+            self.skip(line, f"JSON nested deeper than {MAX_DEPTH} levels")
+            return
+        except Exception as exc:  # a bulkhead: whatever one line does, the others are read
+            self.skip(line, f"unreadable line ({type(exc).__name__}: {str(exc)[:120]})")
+            return
+        if not converted:
+            self.batch.ignored += 1
+        for row in converted:
+            if isinstance(row, ResultRow):
+                self.pairing.result(row)
+            else:
+                self.rows.append(row)
+                self.pairing.call(len(self.rows) - 1)
+
+    def finish(self) -> Batch:
+        self.batch.rows = self.rows
+        self.batch.results = self.pairing.leftover
+        return self.batch
+
+
+def read_batches(
+    work: Sequence[Work], batch_bytes: int = BATCH_BYTES, max_line: int = MAX_LINE_BYTES
+) -> Generator[Batch, None, None]:
     """Read and prepare every file of ``work`` in slices of about ``batch_bytes``.
 
     A file that cannot be read yields one batch carrying the error (and no
     rows), so the caller decides what to say about it.
     """
-    for path, state, row in work:
-        start, line_no, reset, _size = plan(row, state)
-        yield from read_file(path, state, row, start, line_no, reset, batch_bytes)
+    projects = ProjectCache()
+    for item in work:
+        yield from read_file(item, batch_bytes, max_line, projects=projects)
 
 
 def read_file(
-    path: str,
-    state: FileState,
-    row: SourceRow | None,
-    start: int,
-    line_no: int,
-    reset: bool,
+    work: Work,
     batch_bytes: int = BATCH_BYTES,
+    max_line: int = MAX_LINE_BYTES,
+    *,
+    after: Batch | None = None,
+    projects: ProjectCache | None = None,
 ) -> Generator[Batch, None, None]:
-    """The slices of one file from byte ``start`` (``line_no`` lines before it) to its end."""
+    """The slices of one file to its end: from ``work``'s start, or just ``after`` a batch of it."""
+    projects = projects or ProjectCache()
+    stored = work.stored
+    if after is not None:
+        start, line_no, state = after.end_offset, after.end_line, dict(after.parse_state)
+        head_len = after.head[0] if after.head else (0 if work.reset or stored is None else stored.head_len)
+    elif work.reset or stored is None:
+        start, line_no, state, head_len = work.start, work.line_no, {}, 0
+    else:
+        start, line_no, head_len = work.start, work.line_no, stored.head_len
+        state = json.loads(stored.parse_state) if stored.parse_state else {}
+    reset = work.reset and after is None
     while True:
+        batch = Batch(work, start, reset, start, line_no, parse_state=state)
         try:
-            result = read_from(Path(path), start, line_no, max_bytes=batch_bytes)
+            with LineFile(work.path) as file:
+                convert = _Slice(batch, projects, max_line)
+                for line in file.lines(start, line_no, max_bytes=batch_bytes, max_line=max_line):
+                    convert.add(line)
+                    batch.end_offset, batch.end_line = line.end, line.number
+                if head_len < HEAD_BYTES and batch.end_offset > head_len:
+                    length = min(HEAD_BYTES, batch.end_offset)
+                    digest = file.head_hash(length)
+                    batch.head = (length, digest) if digest else None
         except ConfigError as exc:
-            yield Batch(path, state, row, start, reset, start, line_no, error=str(exc))
+            yield Batch(work, start, reset, start, line_no, error=str(exc))
             return
-        rows = [event_row(event) for event in _join_patches(result)]
-        final = result.end_offset == start or result.end_offset >= state.size
-        yield Batch(
-            path,
-            state,
-            row,
-            start,
-            reset,
-            result.end_offset,
-            result.end_line,
-            result.skipped,
-            result.ignored,
-            rows,
-            result.patches,
-            final,
-        )
-        if final:
+        batch.final = batch.end_offset == start or batch.end_offset >= work.state.size
+        yield convert.finish()
+        if batch.final:
             return
-        start, line_no, reset = result.end_offset, result.end_line, False
+        start, line_no, reset, state = batch.end_offset, batch.end_line, False, dict(batch.parse_state)
+        head_len = batch.head[0] if batch.head else head_len

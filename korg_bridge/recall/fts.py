@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "FTS_DELETE_ROW",
+    "FTS_INSERT_ROW",
     "Filters",
     "details_sql",
     "filter_sql",
@@ -29,6 +31,11 @@ __all__ = [
     "quote_fts",
     "substring_sql",
 ]
+
+FTS_INSERT_ROW = "INSERT INTO events_fts (rowid, text, body) VALUES (?, ?, ?)"
+"""Index one event's head and body (an external-content table is fed by hand)."""
+FTS_DELETE_ROW = "INSERT INTO events_fts (events_fts, rowid, text, body) VALUES ('delete', ?, ?, ?)"
+"""Remove one event's terms: FTS5 needs the exact values it indexed."""
 
 STOPWORDS = frozenset(
     """a an and are as at be but by did do does for from had has have how i if in into is it its me my
@@ -79,6 +86,9 @@ class Filters:
     ``agent:claude-code@2.1.0``."""
     since: float | None = None
     until: float | None = None
+    project: str | None = None
+    """A project root (:func:`~korg_bridge.recall.project.project_root`): only events of that
+    project, or of a folder under it (a session whose cwd no longer exists keeps its own)."""
 
 
 def _placeholders(count: int) -> str:
@@ -131,6 +141,10 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
     if filters.until is not None:
         clauses.append("e.ts <= ?")
         params.append(filters.until)
+    if filters.project is not None:
+        prefix = filters.project.rstrip("/") + "/"
+        clauses.append("(e.project = ? OR substr(e.project, 1, ?) = ?)")
+        params.extend([filters.project, len(prefix), prefix])
     return " AND ".join(clauses), params
 
 
@@ -222,7 +236,7 @@ def like_pattern(term: str) -> str:
 
 
 def substring_sql(terms: Sequence[str], filters: Filters, *, length_cap: int) -> tuple[str, list[Any]]:
-    """Select events whose text contains every ASCII term, ignoring ASCII case; shortest first.
+    """Select events whose head or body contains every ASCII term, ignoring ASCII case; shortest first.
 
     ``LIKE`` folds ASCII case only (and scans twice as fast as
     ``instr(lower(…))``), so non-ASCII terms are left to the caller's exact
@@ -231,15 +245,20 @@ def substring_sql(terms: Sequence[str], filters: Filters, *, length_cap: int) ->
     """
     where, params = filter_sql(filters)
     ascii_terms = [term for term in terms if term.isascii()]
-    clauses = ["e.text LIKE ? ESCAPE '\\'" for _ in ascii_terms]
+    clauses = ["(e.text LIKE ? ESCAPE '\\' OR e.body LIKE ? ESCAPE '\\')" for _ in ascii_terms]
     condition = " AND ".join([*clauses, where] if where else clauses) or "1"
-    sql = f"SELECT e.id\nFROM events e\nWHERE {condition}\nORDER BY min(length(e.text), ?), e.id"
-    return sql, [*(like_pattern(term) for term in ascii_terms), *params, length_cap]
+    length = "length(e.text) + coalesce(length(e.body), 0)"
+    sql = f"SELECT e.id\nFROM events e\nWHERE {condition}\nORDER BY min({length}, ?), e.id"
+    patterns = [pattern for term in ascii_terms for pattern in (like_pattern(term),) * 2]
+    return sql, [*patterns, *params, length_cap]
 
 
 def details_sql(count: int) -> str:
-    """Select what a hit shows for ``count`` event ids (``?`` placeholders)."""
+    """Select what a hit shows for ``count`` event ids (``?`` placeholders): its fields, head,
+    body (for a snippet of a match the head does not hold), context (project, extra) and whether
+    its file is gone."""
     return (
-        "SELECT e.id, e.seq, e.agent, e.tool, e.session, e.timestamp, e.text\n"
-        f"FROM events e WHERE e.id IN ({_placeholders(count)})"
+        "SELECT e.id, e.seq, e.agent, e.tool, e.session, e.timestamp, e.text, e.body, e.project, e.extra,"
+        " s.gone_at IS NOT NULL\n"
+        f"FROM events e JOIN sources s ON s.id = e.source_id WHERE e.id IN ({_placeholders(count)})"
     )

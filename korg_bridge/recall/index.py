@@ -23,21 +23,24 @@ it is a :class:`~korg_bridge.errors.ConfigError` (see
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from korg_bridge.errors import ConfigError, KorgError, UsageError
-from korg_bridge.recall.batches import BATCH_BYTES, WORKER_MIN_BYTES, load_json
-from korg_bridge.recall.migrations import MIGRATIONS, SchemaMismatch, migrate
+from korg_bridge.recall.batches import BATCH_BYTES, WORKER_MIN_BYTES
+from korg_bridge.recall.lines import MAX_LINE_BYTES
+from korg_bridge.recall.migrations import SchemaMismatch, migrate
 from korg_bridge.recall.ownership import inspect, move_aside
 from korg_bridge.recall.refresh import Refresher, RefreshReport
+from korg_bridge.recall.rows import load_json
+from korg_bridge.recall.stats import index_stats, prune_gone
 
 __all__ = ["ENV_INDEX", "Index", "RefreshReport", "default_index_path"]
 
@@ -56,8 +59,12 @@ the first query touching it raises, and handled the same way."""
 
 _TOO_LARGE = re.compile(r"too (large|big|many)|too long", re.IGNORECASE)
 """SQLite's words for a statement beyond its limits (expression depth, variables, string size)."""
+PASSED_OVER_KEPT = 20
+"""Entries of scanned folders that are no regular file, named in ``stats`` (the first ones)."""
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
-_TABLES = frozenset({"_migrations", "sources", "events", "events_fts", "pending_patches", "meta"})
+_TABLES = frozenset(
+    {"_migrations", "sources", "events", "events_fts", "pending_patches", "meta", "skipped_lines"}
+)
 
 _EVENT_COLUMNS = (
     'e.id, s.path, e."offset", e.seq, e.shape, e.session, e.agent, e.tool, e.args, e.result,'
@@ -125,6 +132,8 @@ class Index:
     """Ledger bytes read and written per transaction."""
     worker_min_bytes: int = WORKER_MIN_BYTES
     """Bytes to read from which a refresh parses in a worker process (see :mod:`~korg_bridge.recall.worker`)."""
+    max_line_bytes: int = MAX_LINE_BYTES
+    """The longest ledger line indexed; longer ones are skipped unread (see :mod:`~korg_bridge.recall.lines`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -323,12 +332,14 @@ class Index:
     ) -> RefreshReport:
         """Bring the index up to date with the ledger files at or under ``sources``.
 
-        New lines of grown files are added; a truncated or replaced file is
-        re-read from the start; a deleted file's events are dropped; files
-        outside ``sources`` are left alone (another call may watch them).
+        New lines of grown files are added; a truncated, replaced or
+        rewritten file is re-read from the start; a deleted file's events are
+        kept, marked gone (:meth:`prune_gone` drops them); files outside
+        ``sources`` are left alone (another call may watch them).
         ``progress(done_bytes, total_bytes)`` is called after each batch.
 
         Raises:
+            UsageError: a source is neither a folder nor a regular file.
             KorgError: the index stays locked past the busy timeout, or SQLite fails.
         """
         self._last_sources = list(sources)
@@ -345,14 +356,19 @@ class Index:
 
     def _refresh(self, sources: Sequence[Path], progress: Callable[[int, int], None] | None) -> RefreshReport:
         refresher = Refresher(
-            self._conn, self._write, batch_bytes=self.batch_bytes, worker_min_bytes=self.worker_min_bytes
+            self._conn,
+            self._write,
+            batch_bytes=self.batch_bytes,
+            worker_min_bytes=self.worker_min_bytes,
+            max_line_bytes=self.max_line_bytes,
         )
         report = refresher.run(sources, progress)
-        self._note_refresh()
+        self._note_refresh(report)
         return report
 
-    def _note_refresh(self) -> None:
-        """Record the refresh time for ``stats``, unless another process holds the write lock.
+    def _note_refresh(self, report: RefreshReport) -> None:
+        """Record the refresh time (and the entries it passed over) for ``stats``, unless another
+        process holds the write lock.
 
         Freshness is informative: it must never make a query wait for a writer.
         """
@@ -360,7 +376,8 @@ class Index:
         conn.execute("PRAGMA busy_timeout = 0")
         try:
             conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_refresh', ?)", (repr(time.time()),)
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_refresh', ?), ('passed_over', ?)",
+                (repr(time.time()), json.dumps(report.files_passed_over[:PASSED_OVER_KEPT])),
             )
         except sqlite3.OperationalError:
             pass
@@ -415,58 +432,18 @@ class Index:
         return list(out.values())
 
     def stats(self) -> dict[str, Any]:
-        """Describe the index: files, events by shape/agent/tool, skipped lines, size, freshness."""
-        return self.read(self._stats)
+        """Describe the index: files, events by shape/agent/tool/project, skipped lines with file,
+        line and reason, files gone, size, freshness (see :mod:`~korg_bridge.recall.stats`)."""
+        return self.read(lambda conn: index_stats(conn, self.path))
 
-    def _stats(self, conn: sqlite3.Connection) -> dict[str, Any]:
-        def grouped(column: str) -> dict[str, int]:
-            rows = conn.execute(
-                f"SELECT {column}, count(*) FROM events GROUP BY {column} ORDER BY count(*) DESC, {column}"
-            )
-            return {str(key): count for key, count in rows}
+    def prune_gone(self) -> dict[str, Any]:
+        """Drop the events of every file marked gone; report the files and events removed.
 
-        sources = [
-            {
-                "path": path,
-                "events": events,
-                "bytes_indexed": offset,
-                "size": size,
-                "skipped_lines": skipped,
-                "ignored_lines": ignored,
-                "indexed_at": _iso(indexed_at),
-            }
-            for path, events, offset, size, skipped, ignored, indexed_at in conn.execute(
-                'SELECT s.path, (SELECT count(*) FROM events e WHERE e.source_id = s.id), s."offset",'
-                " s.size, s.skipped, s.ignored, s.indexed_at FROM sources s ORDER BY s.path"
-            )
-        ]
-        last = conn.execute("SELECT value FROM meta WHERE key = 'last_refresh'").fetchone()
-        size = sum(
-            os.path.getsize(f"{self.path}{suffix}")
-            for suffix in ("", "-wal")
-            if os.path.exists(f"{self.path}{suffix}")
-        )
-        return {
-            "index_path": str(self.path),
-            "index_size_bytes": size,
-            "schema": [name for name, _ in MIGRATIONS],
-            "last_refresh": _iso(float(last[0])) if last else None,
-            "last_refresh_age_s": round(time.time() - float(last[0]), 3) if last else None,
-            "events": conn.execute("SELECT count(*) FROM events").fetchone()[0],
-            "by_shape": grouped("shape"),
-            "by_agent": grouped("agent"),
-            "by_tool": grouped("tool"),
-            "skipped_lines": sum(source["skipped_lines"] for source in sources),
-            "ignored_lines": sum(source["ignored_lines"] for source in sources),
-            "pending_results": conn.execute("SELECT count(*) FROM pending_patches").fetchone()[0],
-            "sources": sources,
-        }
-
-
-def _iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        Raises:
+            KorgError: the index stays locked past the busy timeout, or SQLite fails.
+        """
+        with self.write() as conn:
+            return prune_gone(conn)
 
 
 def _event_dict(row: tuple[Any, ...]) -> dict[str, Any]:

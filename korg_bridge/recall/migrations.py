@@ -44,6 +44,57 @@ def _create_fts(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO events_fts (events_fts, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
 
 
+def _create_fts_with_body(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE VIRTUAL TABLE events_fts USING fts5("
+        f"text, body, content='events', content_rowid='id', tokenize='{TOKENIZER}')"
+    )
+    with contextlib.suppress(sqlite3.OperationalError):
+        conn.execute("INSERT INTO events_fts (events_fts, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
+
+
+def _full_text_kinds_projects(conn: sqlite3.Connection) -> None:
+    """Full text, honest kinds, projects, fingerprints, gone files and skipped-line records.
+
+    Every event indexed so far was read by rules this step replaces (machine-written text
+    labelled ``user_prompt``, results cut to 300 characters, no project): the cached events
+    are dropped and read again on the next refresh, under ids never used before.
+    """
+    for statement in (
+        "DELETE FROM vector_chunks",  # first: the delete trigger then records nothing stale
+        "DELETE FROM vector_stale",
+        "DROP TABLE events_fts",
+        "DELETE FROM pending_patches",
+        "DELETE FROM events",
+        "DELETE FROM sources",
+        # The full text of an event whose head (``text``) had to leave something out.
+        "ALTER TABLE events ADD COLUMN body TEXT",
+        # The canonical root of the session's cwd (korg_bridge.recall.project): filtered on.
+        "ALTER TABLE events ADD COLUMN project TEXT",
+        # A fingerprint of the file's first head_len bytes: a rewrite in place is told from growth.
+        "ALTER TABLE sources ADD COLUMN head_len INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE sources ADD COLUMN head_sha TEXT",
+        # What the shape parser remembers at "offset" (a Codex rollout's session and cwd).
+        "ALTER TABLE sources ADD COLUMN parse_state TEXT",
+        # When the file disappeared; its events stay searchable until `korg-recall prune --gone`.
+        "ALTER TABLE sources ADD COLUMN gone_at REAL",
+        # A waiting result's texts, computed when its line was read.
+        "ALTER TABLE pending_patches ADD COLUMN preview TEXT",
+        "ALTER TABLE pending_patches ADD COLUMN full_text TEXT",
+        # The first lines of each file that could not be read, with why (all are counted in sources).
+        """
+        CREATE TABLE skipped_lines (
+            source_id INTEGER NOT NULL REFERENCES sources(id),
+            line_no INTEGER NOT NULL,
+            reason TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX skipped_lines_source ON skipped_lines(source_id, line_no)",
+    ):
+        conn.execute(statement)
+    _create_fts_with_body(conn)
+
+
 MIGRATIONS: list[Migration] = [
     (
         "m001_sources_and_events",
@@ -163,6 +214,7 @@ MIGRATIONS: list[Migration] = [
     # Marks the file as korg-recall's, in its header: only a database carrying this id (or, for
     # indexes older than this step, our _migrations table) is ever moved aside and rebuilt.
     ("m006_application_id", (f"PRAGMA application_id = {APPLICATION_ID}",)),
+    ("m007_full_text_kinds_projects", _full_text_kinds_projects),
 ]
 
 

@@ -1,9 +1,19 @@
 """Bringing the index up to date with the ledgers: what to read, and writing it safely.
 
-Per file the index keeps the byte offset, line count and identity (inode,
-device, size, mtime), so an unchanged file costs one ``stat`` and an appended
-one only its new lines; a truncated or replaced file is read again from the
-start, a deleted one's events are dropped.
+Per file the index keeps the byte offset, line count, identity (inode,
+device, size, mtime) and a fingerprint of its first bytes, so an unchanged
+file costs one ``stat`` and an appended one only its new lines. A file is
+read again from the start — its stored events replaced — when it was:
+
+* replaced (inode or device changed);
+* truncated (smaller than the stored offset);
+* rewritten in place: its first bytes differ from the fingerprint (logrotate
+  ``copytruncate`` followed by new lines past the old offset), or its mtime
+  changed while its size did not (a same-size rewrite).
+
+A file that disappears (Claude Code deletes transcripts after
+``cleanupPeriodDays``) keeps its events, marked gone, until ``korg-recall
+prune --gone``; if it comes back it is resumed or re-read, never duplicated.
 
 Several processes may refresh at once. None holds the write lock while
 reading a ledger: a slice is parsed first (:mod:`~korg_bridge.recall.batches`,
@@ -15,46 +25,41 @@ process got there first the file is re-planned from its new state.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from korg_bridge.recall import pairing
 from korg_bridge.recall.batches import (
     BATCH_BYTES,
-    ROW_COLUMNS,
-    TOOL_USE_COLUMN,
+    MAX_SKIP_RECORDS,
+    STORED_COLUMNS,
     WORKER_MIN_BYTES,
     Batch,
-    SourceRow,
+    Stored,
     Work,
-    dump_json,
-    event_from_row,
-    event_row,
-    load_json,
-    patched,
-    plan,
     read_batches,
-    success_int,
 )
-from korg_bridge.recall.shapes import ResultPatch
-from korg_bridge.recall.sources import list_file_paths, stat_file
-from korg_bridge.recall.text import flatten
+from korg_bridge.recall.lines import MAX_LINE_BYTES, head_hash
+from korg_bridge.recall.rows import ROW_COLUMNS
+from korg_bridge.recall.sources import FileState, list_sources, stat_file
 
-__all__ = ["RefreshReport", "Refresher"]
+__all__ = ["RefreshReport", "Refresher", "delete_source_events", "plan"]
 
 logger = logging.getLogger(__name__)
 
 STALE_RETRIES = 3
 """Times a file another process was indexing at the same moment is re-read from its new state."""
 
-INSERT_EVENT = f"INSERT INTO events (source_id, {ROW_COLUMNS}) VALUES (?{', ?' * 15})"
-SOURCE_STATE = 'SELECT id, inode, dev, "offset", line_no FROM sources WHERE path = ?'
+INSERT_EVENT = f"INSERT INTO events (source_id, {ROW_COLUMNS}) VALUES (?{', ?' * 17})"
+SOURCE_STATE = f"SELECT {STORED_COLUMNS} FROM sources WHERE path = ?"
 
 
 @dataclass
@@ -63,10 +68,14 @@ class RefreshReport:
 
     files_scanned: int = 0
     files_changed: int = 0
+    files_gone: int = 0
+    """Files that disappeared in this refresh (their events are kept, marked gone)."""
+    files_passed_over: list[str] = field(default_factory=list)
+    """``*.jsonl`` entries of scanned folders that are no regular file (FIFOs, devices …)."""
     events_added: int = 0
     events_removed: int = 0
     skipped_lines: int = 0
-    """Malformed lines read in this refresh."""
+    """Lines read in this refresh that could not be indexed (``stats`` says which and why)."""
     ignored_lines: int = 0
     """Valid lines that hold no event (Claude Code system lines and the like)."""
     duration_s: float = 0.0
@@ -74,6 +83,36 @@ class RefreshReport:
 
 def _is_under(path: str, roots: Sequence[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def plan(path: str, state: FileState, stored: Stored | None, size: int | None, mtime_ns: int | None) -> Work:
+    """Where to read a file from, given what the index stored of it (``size``/``mtime_ns`` then).
+
+    Resume at the stored offset if the file only grew; otherwise start over.
+    """
+    if stored is None:
+        return Work(path, state, None, 0, 0, False)
+    same = (stored.inode, stored.dev) == (state.inode, state.dev) and state.size >= stored.offset
+    if same and state.size == size and state.mtime_ns != mtime_ns:
+        same = False  # rewritten in place at the same size
+    if same and stored.head_len:
+        same = head_hash(path, stored.head_len) == stored.head_sha
+    if same:
+        return Work(path, state, stored, stored.offset, stored.line_no, False)
+    return Work(path, state, stored, 0, 0, True)
+
+
+def delete_source_events(conn: sqlite3.Connection, source_id: int) -> int:
+    """Drop a file's events (and their full-text rows), waiting results and skip records; return how many."""
+    conn.execute(
+        "INSERT INTO events_fts (events_fts, rowid, text, body)"
+        " SELECT 'delete', id, text, body FROM events WHERE source_id = ?",
+        (source_id,),
+    )
+    removed = conn.execute("DELETE FROM events WHERE source_id = ?", (source_id,)).rowcount
+    conn.execute("DELETE FROM pending_patches WHERE source_id = ?", (source_id,))
+    conn.execute("DELETE FROM skipped_lines WHERE source_id = ?", (source_id,))
+    return int(removed)
 
 
 class _Meter:
@@ -93,8 +132,9 @@ class _Meter:
 class Refresher:
     """One refresh of the index behind ``conn``; ``write`` opens its write transactions.
 
-    ``batch_bytes`` and ``worker_min_bytes`` are the slice size and the size of
-    work from which parsing moves to a worker process (tests lower both).
+    ``batch_bytes``, ``worker_min_bytes`` and ``max_line_bytes`` are the slice
+    size, the size of work from which parsing moves to a worker process, and
+    the longest line read (tests lower them).
     """
 
     def __init__(
@@ -104,86 +144,108 @@ class Refresher:
         *,
         batch_bytes: int = BATCH_BYTES,
         worker_min_bytes: int = WORKER_MIN_BYTES,
+        max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         self._conn = conn
         self._write = write
         self._batch_bytes = batch_bytes
         self._worker_min_bytes = worker_min_bytes
+        self._max_line = max_line_bytes
 
     def run(self, sources: Sequence[Path], progress: Callable[[int, int], None] | None) -> RefreshReport:
-        """Refresh from the files at or under ``sources`` (sqlite3 errors propagate to the index)."""
+        """Refresh from the files at or under ``sources`` (sqlite3 errors propagate to the index).
+
+        Raises:
+            UsageError: a source is neither a folder nor a regular file.
+        """
         started = time.monotonic()
         report = RefreshReport()
         work, gone = self._survey(sources, report)
-        for path in gone:
+        if gone:
             with self._write() as conn:
-                row = conn.execute("SELECT id FROM sources WHERE path = ?", (path,)).fetchone()
-                if row is not None:
-                    report.events_removed += self._delete_events(row[0])
-                    conn.execute("DELETE FROM sources WHERE id = ?", (row[0],))
-                    report.files_changed += 1
-        meter = _Meter(progress, sum(plan(row, state)[3] for _, state, row in work))
+                now = time.time()
+                for path in gone:
+                    marked = conn.execute(
+                        "UPDATE sources SET gone_at = ? WHERE path = ? AND gone_at IS NULL", (now, path)
+                    ).rowcount
+                    report.files_gone += marked
+        meter = _Meter(progress, sum(item.to_read for item in work))
         changed: set[str] = set()
         stale = self._consume(work, report, meter, changed)
         for _attempt in range(STALE_RETRIES):
             if not stale:
                 break
             # Another process indexed these files meanwhile: resume from where it left them.
-            again = [
-                (path, state, self._conn.execute(SOURCE_STATE, (path,)).fetchone())
-                for path, state, _ in work
-                if path in stale
-            ]
+            again = [self._replan(item) for item in work if item.path in stale]
             stale = self._consume(again, report, meter, changed)
         report.files_changed += len(changed)
         report.duration_s = time.monotonic() - started
         return report
 
+    def _replan(self, item: Work) -> Work:
+        found = self._conn.execute(
+            f"SELECT size, mtime_ns, {STORED_COLUMNS} FROM sources WHERE path = ?", (item.path,)
+        ).fetchone()
+        if found is None:
+            return plan(item.path, item.state, None, None, None)
+        return plan(item.path, item.state, Stored(*found[2:]), found[0], found[1])
+
     def _survey(self, sources: Sequence[Path], report: RefreshReport) -> tuple[list[Work], list[str]]:
-        """The files to read (new or changed since stored) and the stored ones that are gone."""
+        """The files to read (new, changed, or back after being gone) and the stored ones now gone."""
         roots = [os.path.abspath(source) for source in sources]
-        files = list_file_paths(sources)  # absolute path strings: no Path objects on the hot path
-        listed = set(files)
+        listing = list_sources(sources)
+        report.files_passed_over = listing.passed_over
+        listed = set(listing.files)
         known: dict[str, tuple[Any, ...]] = {
             row[0]: row[1:]
-            for row in self._conn.execute(
-                'SELECT path, size, mtime_ns, id, inode, dev, "offset", line_no FROM sources'
-            )
+            for row in self._conn.execute(f"SELECT path, size, mtime_ns, {STORED_COLUMNS} FROM sources")
         }
-        gone = [p for p in known if p not in listed and _is_under(p, roots) and not os.path.exists(p)]
+        gone = [
+            path
+            for path, row in known.items()
+            if row[-1] is None and path not in listed and _is_under(path, roots) and not os.path.exists(path)
+        ]
         work: list[Work] = []
-        for path in files:
+        for path in listing.files:
             state = stat_file(path)
             if state is None:
                 if path in known:
                     gone.append(path)
                 continue
             report.files_scanned += 1
-            stored = known.get(path)
-            if stored is not None and (stored[0], stored[1], stored[3], stored[4]) == (
+            row = known.get(path)
+            if row is None:
+                work.append(plan(path, state, None, None, None))
+                continue
+            size, mtime_ns, stored = row[0], row[1], Stored(*row[2:])
+            if stored.gone_at is None and (size, mtime_ns, stored.inode, stored.dev) == (
                 state.size,
                 state.mtime_ns,
                 state.inode,
                 state.dev,
             ):
                 continue
-            work.append((path, state, None if stored is None else tuple(stored[2:])))
+            work.append(plan(path, state, stored, size, mtime_ns))
         return work, gone
+
+    def _batches(self, work: Sequence[Work]) -> Generator[Batch, None, None]:
+        if sum(item.to_read for item in work) < self._worker_min_bytes:
+            return read_batches(
+                work, self._batch_bytes, self._max_line
+            )  # not worth a process (nor its imports)
+        from korg_bridge.recall.worker import parsed_batches
+
+        return parsed_batches(
+            work, self._batch_bytes, min_bytes=self._worker_min_bytes, max_line=self._max_line
+        )
 
     def _consume(
         self, work: Sequence[Work], report: RefreshReport, meter: _Meter, changed: set[str]
     ) -> set[str]:
         """Write each batch whose file is still in the state it was read from; return the others' paths."""
         stale: set[str] = set()
-        expected: dict[str, SourceRow | None] = {}
-        batches: Generator[Batch, None, None]
-        if sum(plan(row, state)[3] for _path, state, row in work) < self._worker_min_bytes:
-            batches = read_batches(work, self._batch_bytes)  # not worth a process (nor its imports)
-        else:
-            from korg_bridge.recall.worker import parsed_batches
-
-            batches = parsed_batches(work, self._batch_bytes, min_bytes=self._worker_min_bytes)
-        with contextlib.closing(batches):
+        expected: dict[str, Stored | None] = {}
+        with contextlib.closing(self._batches(work)) as batches:
             for batch in batches:
                 if batch.path in stale:
                     continue
@@ -191,53 +253,51 @@ class Refresher:
                     logger.warning("%s", batch.error)
                     continue
                 with self._write() as conn:
-                    current = conn.execute(SOURCE_STATE, (batch.path,)).fetchone()
-                    if current != expected.setdefault(batch.path, batch.row):
+                    found = conn.execute(SOURCE_STATE, (batch.path,)).fetchone()
+                    current = None if found is None else Stored(*found)
+                    if current != expected.setdefault(batch.path, batch.work.stored):
                         stale.add(batch.path)
                         continue
-                    self._store_batch(conn, batch, current, report)
-                    expected[batch.path] = conn.execute(SOURCE_STATE, (batch.path,)).fetchone()
-                if batch.reset or batch.end_offset != batch.start:
+                    self._store(conn, batch, current, report)
+                    found = conn.execute(SOURCE_STATE, (batch.path,)).fetchone()
+                    expected[batch.path] = None if found is None else Stored(*found)
+                if batch.reset or batch.end_offset != batch.start or (current and current.gone_at):
                     changed.add(batch.path)
                 meter.advance(batch.end_offset - batch.start)
         return stale
 
-    def _store_batch(
-        self, conn: sqlite3.Connection, batch: Batch, row: SourceRow | None, report: RefreshReport
+    def _store(
+        self, conn: sqlite3.Connection, batch: Batch, stored: Stored | None, report: RefreshReport
     ) -> None:
-        """Write one batch; ``row`` is the file's stored state, checked to be the one it was read from."""
-        path, state, rows = batch.path, batch.state, batch.rows
-        if row is None:
-            source_id = int(conn.execute("INSERT INTO sources (path) VALUES (?)", (path,)).lastrowid or 0)
+        """Write one batch; ``stored`` is the file's stored state, checked to be the one it was read from."""
+        state, rows = batch.work.state, batch.rows
+        if stored is None:
+            source_id = int(
+                conn.execute("INSERT INTO sources (path) VALUES (?)", (batch.path,)).lastrowid or 0
+            )
         else:
-            source_id = row[0]
+            source_id = stored.id
         if batch.reset:
-            report.events_removed += self._delete_events(source_id)
-            conn.execute("UPDATE sources SET skipped = 0, ignored = 0 WHERE id = ?", (source_id,))
-        self._take_pending(conn, source_id, path, rows)
+            report.events_removed += delete_source_events(conn, source_id)
+            conn.execute(
+                "UPDATE sources SET skipped = 0, ignored = 0, head_len = 0, head_sha = NULL WHERE id = ?",
+                (source_id,),
+            )
+        pairing.take_pending(conn, source_id, rows)
         last = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
         conn.executemany(INSERT_EVENT, ((source_id, *values) for values in rows))
         # One statement feeds FTS5 the whole batch: far cheaper than a row at a time.
         conn.execute(
-            "INSERT INTO events_fts (rowid, text) SELECT id, text FROM events WHERE id > ?",
+            "INSERT INTO events_fts (rowid, text, body) SELECT id, text, body FROM events WHERE id > ?",
             (last[0] if last else 0,),
         )
-        for patch in batch.patches:
-            if not self._patch_stored(conn, source_id, path, patch):
-                conn.execute(
-                    "INSERT INTO pending_patches (source_id, tool_use_id, result, success, timestamp)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (
-                        source_id,
-                        patch.tool_use_id,
-                        dump_json(patch.result),
-                        success_int(patch.success),
-                        patch.timestamp,
-                    ),
-                )
+        pairing.settle(conn, source_id, batch.results)
+        self._note_skips(conn, source_id, batch)
+        head_len, head_sha = batch.head if batch.head else (None, None)
         conn.execute(
             'UPDATE sources SET inode = ?, dev = ?, size = ?, mtime_ns = ?, "offset" = ?, line_no = ?,'
-            " skipped = skipped + ?, ignored = ignored + ?, indexed_at = ? WHERE id = ?",
+            " skipped = skipped + ?, ignored = ignored + ?, indexed_at = ?, parse_state = ?,"
+            " head_len = coalesce(?, head_len), head_sha = coalesce(?, head_sha), gone_at = NULL WHERE id = ?",
             (
                 state.inode,
                 state.dev,
@@ -249,6 +309,9 @@ class Refresher:
                 batch.skipped,
                 batch.ignored,
                 time.time(),
+                json.dumps(batch.parse_state) if batch.parse_state else None,  # ASCII: always storable
+                head_len,
+                head_sha,
                 source_id,
             ),
         )
@@ -256,65 +319,17 @@ class Refresher:
         report.skipped_lines += batch.skipped
         report.ignored_lines += batch.ignored
 
-    def _delete_events(self, source_id: int) -> int:
-        conn = self._conn
-        conn.execute(
-            "INSERT INTO events_fts (events_fts, rowid, text)"
-            " SELECT 'delete', id, text FROM events WHERE source_id = ?",
-            (source_id,),
-        )
-        removed = conn.execute("DELETE FROM events WHERE source_id = ?", (source_id,)).rowcount
-        conn.execute("DELETE FROM pending_patches WHERE source_id = ?", (source_id,))
-        return removed
-
     @staticmethod
-    def _take_pending(
-        conn: sqlite3.Connection, source_id: int, path: str, rows: list[tuple[Any, ...]]
-    ) -> None:
-        """Join stored results that were waiting for a ``tool_use`` now in ``rows`` (rewritten in place)."""
-        pending = conn.execute(
-            "SELECT id, tool_use_id, result, success, timestamp FROM pending_patches WHERE source_id = ?",
-            (source_id,),
-        ).fetchall()
-        if not pending:
+    def _note_skips(conn: sqlite3.Connection, source_id: int, batch: Batch) -> None:
+        """Remember the first :data:`MAX_SKIP_RECORDS` skipped lines of the file, with why."""
+        if not batch.skips:
             return
-        by_id = {
-            row[TOOL_USE_COLUMN]: position
-            for position, row in enumerate(rows)
-            if row[TOOL_USE_COLUMN] is not None
-        }
-        for pending_id, tool_use_id, result, success, timestamp in pending:
-            position = by_id.get(tool_use_id)
-            if position is None:
-                continue
-            patch = ResultPatch(
-                source=path,
-                tool_use_id=tool_use_id,
-                result=load_json(result),
-                success=None if success is None else bool(success),
-                timestamp=timestamp,
+        kept = conn.execute(
+            "SELECT count(*) FROM skipped_lines WHERE source_id = ?", (source_id,)
+        ).fetchone()[0]
+        room = MAX_SKIP_RECORDS - int(kept)
+        if room > 0:
+            conn.executemany(
+                "INSERT INTO skipped_lines (source_id, line_no, reason) VALUES (?, ?, ?)",
+                [(source_id, line_no, reason) for line_no, reason in batch.skips[:room]],
             )
-            rows[position] = event_row(patched(event_from_row(path, rows[position]), patch))
-            conn.execute("DELETE FROM pending_patches WHERE id = ?", (pending_id,))
-
-    @staticmethod
-    def _patch_stored(conn: sqlite3.Connection, source_id: int, path: str, patch: ResultPatch) -> bool:
-        """Apply ``patch`` to its already indexed event (text and FTS row too); False if there is none."""
-        found = conn.execute(
-            f"SELECT id, {ROW_COLUMNS} FROM events WHERE source_id = ? AND tool_use_id = ? ORDER BY id DESC LIMIT 1",
-            (source_id, patch.tool_use_id),
-        ).fetchone()
-        if found is None:
-            return False
-        event_id, row, old_text = found[0], found[1:], found[-1]
-        event = patched(event_from_row(path, row), patch)
-        text = flatten(event)
-        conn.execute(
-            "INSERT INTO events_fts (events_fts, rowid, text) VALUES ('delete', ?, ?)", (event_id, old_text)
-        )
-        conn.execute(
-            "UPDATE events SET result = ?, success = ?, extra = ?, text = ? WHERE id = ?",
-            (dump_json(event.result), success_int(event.success), dump_json(event.extra), text, event_id),
-        )
-        conn.execute("INSERT INTO events_fts (rowid, text) VALUES (?, ?)", (event_id, text))
-        return True

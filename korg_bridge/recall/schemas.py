@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from korg_bridge.recall.event import KINDS
 from korg_bridge.recall.limits import (
     MAX_FILTER_CHARS,
     MAX_FILTERS,
@@ -29,7 +30,7 @@ from korg_bridge.recall.limits import (
 from korg_bridge.recall.modes import RECALL_MODES
 from korg_bridge.recall.paging import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, RESPONSE_CHARS
 
-__all__ = ["LEDGER_PROP", "RECALL_SCHEMA", "SHOW_SCHEMA", "VERIFY_SCHEMA", "WEIGHTS_PROP"]
+__all__ = ["LEDGER_PROP", "PROJECT_PROP", "RECALL_SCHEMA", "SHOW_SCHEMA", "VERIFY_SCHEMA", "WEIGHTS_PROP"]
 
 LEDGER_PROP: dict[str, Any] = {
     "type": "array",
@@ -37,8 +38,19 @@ LEDGER_PROP: dict[str, Any] = {
     "maxItems": MAX_LEDGERS,
     "description": (
         "Ledger files or directories (scanned recursively for *.jsonl); each must exist. Default: "
-        "$KORG_RECALL_LEDGER, else ~/.korg/sessions, ~/.korg/claude-events.jsonl and Claude Code "
-        "transcripts under $CLAUDE_CONFIG_DIR/projects (~/.claude/projects)."
+        "$KORG_RECALL_LEDGER, else ~/.korg/sessions, ~/.korg/claude-events.jsonl, Claude Code transcripts "
+        "under $CLAUDE_CONFIG_DIR/projects (~/.claude/projects) and Codex sessions under "
+        "$CODEX_HOME/sessions (~/.codex/sessions)."
+    ),
+}
+
+PROJECT_PROP: dict[str, Any] = {
+    "type": "string",
+    "maxLength": MAX_PATH_CHARS,
+    "description": (
+        "Only events of this project: a folder path, matched by its git repository's root (worktrees of "
+        "one repository are one project). Pass the current working directory to recall what was done "
+        "here. Default: every project."
     ),
 }
 
@@ -97,14 +109,18 @@ RECALL_SCHEMA: dict[str, Any] = {
             "type": "array",
             "items": {"type": "string", "maxLength": MAX_FILTER_CHARS},
             "maxItems": MAX_FILTERS,
-            "description": "Only these tool_name values (e.g. ['user_prompt'], ['Read', 'Bash']).",
+            "description": (
+                "Only these tool names or event kinds (e.g. ['user_prompt'] for what the user typed, "
+                f"['Read', 'Bash']). Kinds besides tool names: {', '.join(KINDS)}."
+            ),
         },
         "agent_filter": {
             "type": "array",
             "items": {"type": "string", "maxLength": MAX_FILTER_CHARS},
             "maxItems": MAX_FILTERS,
-            "description": "Only these agents (exact, or a prefix such as 'claude-code').",
+            "description": "Only these agents (exact, or a prefix such as 'claude-code' or 'codex').",
         },
+        "project": PROJECT_PROP,
         "since": {
             "type": "string",
             "maxLength": MAX_TIME_CHARS,

@@ -23,7 +23,7 @@ do not apply it: a BM25 value is not a cosine, and the CLI's default floor
 (0.30) would otherwise drop good keyword hits in small or repetitive histories.
 Every mode returns at most ``top_n`` hits, best first.
 
-Filters (files under ``sources``, tools, agents, ``since``/``until``) are
+Filters (files under ``sources``, tools, agents, ``since``/``until``, project) are
 applied in SQL. Hits with the same session and the same text (ignoring case
 and spacing) are collapsed to the best one: a retried command or a repeated
 prompt is one memory. Snippets are cut at word boundaries where possible, so a
@@ -37,11 +37,12 @@ import itertools
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
+from korg_bridge.recall.context import context_of
 from korg_bridge.recall.fts import (
     Filters,
     details_sql,
@@ -55,21 +56,19 @@ from korg_bridge.recall.fts import (
     window_sql,
 )
 from korg_bridge.recall.index import Index
+from korg_bridge.recall.snippets import make_snippet
 from korg_bridge.recall.timeparse import iso_to_epoch
 
 if TYPE_CHECKING:
     from korg_bridge.recall.embed import Embedder
     from korg_bridge.recall.semantic import Breakdown, Ranked, Weights
 
-__all__ = ["MODES", "SNIPPET_CHARS", "TEXT_MODES", "Hit", "make_snippet", "search"]
+__all__ = ["MODES", "TEXT_MODES", "Hit", "search"]
 
 MODES = ("substring", "keyword", "semantic", "hybrid")
 TEXT_MODES = ("substring", "keyword")
 """The modes that need no embedding model."""
 
-SNIPPET_CHARS = 200
-SNIPPET_LEAD = 60
-"""Characters shown before the first matching term, so the hit reads in context."""
 KEYWORD_HALF_SCORE = 5.0
 """The raw BM25 value that maps to 0.5: about one term found in a few percent of events."""
 SUBSTRING_LENGTH_CAP = 1000
@@ -79,6 +78,10 @@ FIRST_PAGE = 50
 
 _Rank = tuple[int, float]
 """An event id and its FTS5 ``bm25()`` value (lower is better)."""
+_Details = tuple[
+    int, str | None, str | None, str | None, str | None, str, str | None, str | None, str | None, int
+]
+"""What :func:`~korg_bridge.recall.fts.details_sql` selects, but the id."""
 CHUNK = 64
 
 
@@ -97,41 +100,13 @@ class Hit:
     event_id: int
     breakdown: Breakdown | None = None
     """How ``score`` was made: ``{bm25, vector, recency, total}``, None for a part the mode does not use."""
-
-
-def make_snippet(text: str, terms: Sequence[str], limit: int = SNIPPET_CHARS) -> str:
-    """Return at most ``limit`` characters of ``text`` on one line, around the first term found.
-
-    Terms are matched case-insensitively; a stemmed match (``fixing`` for
-    ``fixed``) is looked up by its first letters. Cuts fall between words
-    unless a single word is longer than the room left, and are marked ``…``.
-    """
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    lowered = flat.lower()
-    found = [pos for term in terms if (pos := _find(lowered, term)) >= 0]
-    start = max(0, min(found) - SNIPPET_LEAD) if found else 0
-    start = min(start, len(flat) - (limit - 1))
-    if start > 0 and flat[start - 1] != " ":
-        space = flat.find(" ", start, start + SNIPPET_LEAD)
-        start = space + 1 if space >= 0 else start
-    head = "…" if start > 0 else ""
-    end = start + limit - len(head)
-    if end >= len(flat):
-        return head + flat[start:]
-    end -= 1  # room for the closing mark
-    if flat[end] != " ":
-        space = flat.rfind(" ", start, end)
-        end = space if space > start else end
-    return head + flat[start:end].rstrip() + "…"
-
-
-def _find(lowered: str, term: str) -> int:
-    position = lowered.find(term)
-    if position < 0 and len(term) >= 6:
-        position = lowered.find(term[: len(term) - 3])
-    return position
+    project: str | None = None
+    """The project the session ran in (the git root of its cwd)."""
+    context: dict[str, Any] = field(default_factory=dict)
+    """Where it happened: ``cwd`` (when not the project itself), ``git_branch``, ``agent_id`` (a
+    sub-agent), ``sidechain``, ``meta``."""
+    gone: bool = False
+    """Its file has been deleted since it was indexed (``korg-recall prune --gone`` drops such events)."""
 
 
 class _Collector:
@@ -152,22 +127,14 @@ class _Collector:
         self.hits.clear()
         self.seen.clear()
 
-    def details(
-        self, ids: Sequence[int]
-    ) -> dict[int, tuple[int, str | None, str | None, str | None, str | None, str]]:
+    def details(self, ids: Sequence[int]) -> dict[int, _Details]:
         if not ids:
             return {}
         rows = self.conn.execute(details_sql(len(ids)), list(ids)).fetchall()
         return {row[0]: row[1:] for row in rows}
 
-    def add(
-        self,
-        event_id: int,
-        score: float,
-        row: tuple[int, str | None, str | None, str | None, str | None, str],
-        breakdown: Breakdown | None = None,
-    ) -> None:
-        seq, agent, tool, session, timestamp, text = row
+    def add(self, event_id: int, score: float, row: _Details, breakdown: Breakdown | None = None) -> None:
+        seq, agent, tool, session, timestamp, text, body, project, extra, gone = row
         key = (session, " ".join(text.lower().split()))
         if key in self.seen:
             return
@@ -181,9 +148,12 @@ class _Collector:
                 tool=tool,
                 session=session,
                 timestamp=timestamp,
-                snippet=make_snippet(text, self.terms),
+                snippet=make_snippet(text, self.terms, body=body),
                 event_id=event_id,
                 breakdown=breakdown,
+                project=project,
+                context=context_of(extra),
+                gone=bool(gone),
             )
         )
 
@@ -200,6 +170,7 @@ def search(
     agent_filter: Sequence[str] = (),
     since: float | None = None,
     until: float | None = None,
+    project: str | None = None,
     embedder: Embedder | None = None,
     weights: Weights | None = None,
     now: float | None = None,
@@ -207,7 +178,8 @@ def search(
     """Return the best ``top_n`` events for ``query`` among those from files under ``sources``.
 
     ``min_score`` applies to semantic and hybrid only (see the module
-    docstring). ``embedder`` is required by those two modes, ``weights``
+    docstring). ``project`` is a project root (see
+    :func:`~korg_bridge.recall.project.project_root`): only its events. ``embedder`` is required by those two modes, ``weights``
     (default :class:`~korg_bridge.recall.semantic.Weights`) and ``now`` (for
     recency; default the current time) are used by hybrid. A keyword or
     substring query with no letter or digit, or a blank semantic query,
@@ -237,6 +209,7 @@ def search(
         agents=tuple(agent_filter),
         since=since,
         until=until,
+        project=project,
     )
     if embedder is not None and mode not in TEXT_MODES:
         if not query.strip():
@@ -398,7 +371,7 @@ def _substring(collector: _Collector, filters: Filters) -> list[Hit]:
                 row = rows.get(event_id)
                 if row is None:  # deleted by a concurrent refresh between the two queries
                     continue
-                text = row[5]
+                text = f"{row[5]} {row[6]}" if row[6] else row[5]  # head and body: the whole event
                 lowered = text.lower()  # the exact check: SQL only folded ASCII
                 if all(term in lowered for term in collector.terms):
                     score = round(1.0 - min(0.5, len(text) / 2000.0), 4)

@@ -1,43 +1,40 @@
-"""Which ledger files korg-recall reads, and how it reads them incrementally.
-
-Ledgers are append-only files that other processes are writing while we
-read them, so reading is done in bytes from a saved offset, and a line is
-only consumed once its newline has arrived. The index stores, per file, the
-``end_offset``/``end_line`` of the last read and a :class:`FileState`; the rule
-it applies on the next pass:
-
-* inode or device changed → the file was replaced: re-read from 0;
-* size smaller than the stored offset → the file was truncated: re-read from 0;
-* otherwise, if size or mtime changed → read from the stored offset.
+"""Which ledger files korg-recall reads.
 
 Sources resolve in this order: explicit ``--ledger`` paths, else
 ``KORG_RECALL_LEDGER`` (``os.pathsep``-separated like ``PATH``; commas are
 not separators, since they are legal in file names), else the defaults
-(``~/.korg/sessions``, ``~/.korg/claude-events.jsonl``, and
-``$CLAUDE_CONFIG_DIR/projects`` defaulting to ``~/.claude/projects``).
+(``~/.korg/sessions``, ``~/.korg/claude-events.jsonl``,
+``$CLAUDE_CONFIG_DIR/projects`` defaulting to ``~/.claude/projects``, and
+``$CODEX_HOME/sessions`` defaulting to ``~/.codex/sessions``).
+
+Only regular files are ever read. ``ledger`` is an argument a model picks
+through the bridge, on a tool allowed by default: a device (``/dev/zero``)
+would grow memory without bound, a FIFO would block forever. So a source
+named explicitly that is neither a folder nor a regular file is a usage
+error naming it, and a folder scan passes over such entries (symlinks are
+followed, but never in a loop). Each file is checked again when it is
+opened (:mod:`korg_bridge.recall.lines`), in case it was swapped meanwhile.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
-from korg_bridge.errors import ConfigError
-from korg_bridge.recall.event import Event
-from korg_bridge.recall.shapes import ResultPatch, normalize
+from korg_bridge.errors import UsageError
 
 __all__ = [
     "FileState",
-    "ReadResult",
+    "Listing",
     "default_sources",
     "list_file_paths",
     "list_files",
     "missing_sources",
-    "read_from",
     "resolve_sources",
     "stat_file",
 ]
@@ -45,9 +42,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ENV_LEDGER = "KORG_RECALL_LEDGER"
-
-CHUNK_SIZE = 1024 * 1024
-"""Bytes read per step: bounds memory for huge files while keeping syscalls few."""
 
 
 # --- which files -----------------------------------------------------------------------------------
@@ -70,10 +64,13 @@ def default_sources(env: Mapping[str, str]) -> list[Path]:
     home = _home(env)
     claude = env.get("CLAUDE_CONFIG_DIR")
     claude_dir = _expand(claude, env) if claude else home / ".claude"
+    codex = env.get("CODEX_HOME")
+    codex_dir = _expand(codex, env) if codex else home / ".codex"
     return [
         Path(os.path.abspath(home / ".korg" / "sessions")),
         Path(os.path.abspath(home / ".korg" / "claude-events.jsonl")),
         Path(os.path.abspath(claude_dir / "projects")),
+        Path(os.path.abspath(codex_dir / "sessions")),
     ]
 
 
@@ -94,13 +91,36 @@ def resolve_sources(ledgers: Sequence[str] | None, env: Mapping[str, str]) -> li
     return list(dict.fromkeys(paths))
 
 
-def _walk_jsonl(root: str) -> Iterator[str]:
+@dataclass
+class Listing:
+    """The ledger files under some sources, and the ``*.jsonl`` entries passed over on the way."""
+
+    files: list[str] = field(default_factory=list)
+    passed_over: list[str] = field(default_factory=list)
+    """Entries named ``*.jsonl`` that are no regular file (FIFOs, devices, sockets, broken or
+    looping symlinks) or whose name the index cannot store (not UTF-8)."""
+
+
+def _storable(path: str) -> bool:
+    """Whether ``path`` can be stored as text: a name that is not UTF-8 decodes to lone surrogates."""
+    if path.isascii():
+        return True
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _walk_jsonl(root: str, listing: Listing) -> Iterator[str]:
     """Yield ``*.jsonl`` files under ``root`` in sorted order, following symlinks but never looping.
 
     Order: a folder's files (sorted by name), then each subfolder (sorted) in turn, depth
     first. ``os.scandir`` entries answer ``is_dir``/``is_file`` from the directory listing
     itself, so a history of thousands of files costs no ``stat`` per file here: every
-    query lists the ledgers anew, so this is on the latency path.
+    query lists the ledgers anew, so this is on the latency path. ``is_file`` follows a
+    symlink and is False for anything but a regular file, so FIFOs, devices and sockets
+    are passed over (and noted in ``listing``).
     """
     seen: set[tuple[int, int]] = set()
     stack = [root]
@@ -114,8 +134,8 @@ def _walk_jsonl(root: str) -> Iterator[str]:
             continue  # a symlink back into a folder we already walked
         seen.add((st.st_dev, st.st_ino))
         try:
-            with os.scandir(folder) as listing:
-                entries = sorted(listing, key=_name)
+            with os.scandir(folder) as entries_of:
+                entries = sorted(entries_of, key=_name)
         except OSError as exc:
             logger.warning("cannot list %s: %s", exc.filename, exc.strerror or exc)
             continue
@@ -123,8 +143,11 @@ def _walk_jsonl(root: str) -> Iterator[str]:
         for entry in entries:
             if _is_dir(entry):
                 subfolders.append(entry.path)
-            elif entry.name.endswith(".jsonl") and _is_file(entry):
-                yield entry.path
+            elif entry.name.endswith(".jsonl"):
+                if _is_file(entry) and _storable(entry.path):
+                    yield entry.path
+                else:
+                    listing.passed_over.append(entry.path)
         stack.extend(reversed(subfolders))
 
 
@@ -146,38 +169,56 @@ def _is_file(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def list_files(sources: Sequence[Path]) -> list[Path]:
+def list_sources(sources: Sequence[Path]) -> Listing:
     """Expand sources into ledger files: files as given, folders scanned recursively for ``*.jsonl``.
 
     A file named explicitly is taken whatever its suffix. Missing paths are
     skipped silently — the defaults usually do not all exist; use
-    :func:`missing_sources` to report them. Each file appears once.
+    :func:`missing_sources` to report them. Each file appears once, as an
+    absolute path string (a :class:`~pathlib.Path` costs ~10 µs on Python
+    3.11, about what the ``stat`` it is made for costs: on a history of
+    thousands of files, every query would pay that twice over).
+
+    Raises:
+        UsageError: a source exists but is neither a folder nor a regular file.
     """
-    files: dict[str, None] = {}
-    for source in sources:
-        if source.is_dir():
-            files.update(dict.fromkeys(_walk_jsonl(os.fspath(source))))
-        elif source.exists():
-            files[os.fspath(source)] = None
-    return [Path(path) for path in files]
-
-
-def list_file_paths(sources: Sequence[Path]) -> list[str]:
-    """:func:`list_files` as absolute path strings, for the per-query freshness check.
-
-    Building a :class:`~pathlib.Path` costs ~10 µs on Python 3.11, about what
-    the ``stat`` it is made for costs: on a history of thousands of files,
-    every query would pay that twice over. Same files, same order; a file
-    reached under two spellings (relative and absolute) appears once.
-    """
+    listing = Listing()
     files: dict[str, None] = {}
     for source in sources:
         root = os.path.abspath(source)
-        if os.path.isdir(root):
-            files.update(dict.fromkeys(_walk_jsonl(root)))
-        elif os.path.exists(root):
+        try:
+            mode = os.stat(root).st_mode
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode):
+            files.update(dict.fromkeys(_walk_jsonl(root, listing)))
+        elif stat.S_ISREG(mode) and _storable(root):
             files[root] = None
-    return list(files)
+        else:
+            raise UsageError(
+                f"ledger {source} is not a regular file (a FIFO, device, socket, or a name that is not"
+                " UTF-8); korg-recall reads only ledger files. Pass a .jsonl file or a folder of them."
+            )
+    listing.files = list(files)
+    return listing
+
+
+def list_file_paths(sources: Sequence[Path]) -> list[str]:
+    """The files of :func:`list_sources`.
+
+    Raises:
+        UsageError: a source exists but is neither a folder nor a regular file.
+    """
+    return list_sources(sources).files
+
+
+def list_files(sources: Sequence[Path]) -> list[Path]:
+    """The files of :func:`list_sources`, as paths.
+
+    Raises:
+        UsageError: a source exists but is neither a folder nor a regular file.
+    """
+    return [Path(path) for path in list_sources(sources).files]
 
 
 def missing_sources(sources: Sequence[Path]) -> list[Path]:
@@ -185,12 +226,8 @@ def missing_sources(sources: Sequence[Path]) -> list[Path]:
     return [source for source in sources if not source.exists()]
 
 
-# --- incremental reading ---------------------------------------------------------------------------
-
-
-@dataclass
-class FileState:
-    """What the index remembers of a file to decide between resuming and re-reading."""
+class FileState(NamedTuple):
+    """A file's identity and size as ``stat`` gives them now."""
 
     size: int
     mtime_ns: int
@@ -199,106 +236,11 @@ class FileState:
 
 
 def stat_file(path: str | os.PathLike[str]) -> FileState | None:
-    """Return the file's current :class:`FileState`, or None if it is gone or unreadable."""
+    """Return the file's current :class:`FileState`, or None if it is gone, unreadable or not regular."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return FileState(size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, dev=st.st_dev)
-
-
-@dataclass
-class ReadResult:
-    """Everything one :func:`read_from` call consumed, and where the next call resumes."""
-
-    events: list[Event] = field(default_factory=list)
-    patches: list[ResultPatch] = field(default_factory=list)
-    end_offset: int = 0
-    """Byte offset just after the last complete line consumed."""
-    end_line: int = 0
-    """Complete lines consumed so far in the file, blank ones included (the next line is ``end_line + 1``)."""
-    skipped: int = 0
-    """Malformed or non-object lines in this read."""
-    ignored: int = 0
-    """Valid JSON objects that hold no event (Claude Code ``system`` lines, unknown records)."""
-
-
-_decode_json = json.JSONDecoder().raw_decode
-"""``json.loads`` minus its per-call wrapping (type checks, two whitespace regexes): a third
-of the parse cost of a typical ledger line, paid once per line."""
-
-
-def _consume(line: bytes, *, source: str, offset: int, line_no: int, into: ReadResult) -> None:
-    # Decode only after splitting on b"\n", so invalid UTF-8 can never move a line boundary.
-    text = line.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
-    if not text:
-        return
-    try:
-        obj, end = _decode_json(text)
-    except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
-        into.skipped += 1
-        return
-    if end != len(text) or not isinstance(obj, dict):  # trailing data, or not an object
-        into.skipped += 1
-        return
-    items = normalize(obj, source=source, offset=offset, line_no=line_no)
-    if not items:
-        into.ignored += 1
-    for item in items:
-        if isinstance(item, ResultPatch):
-            into.patches.append(item)
-        else:
-            into.events.append(item)
-
-
-def read_from(path: Path, offset: int, line_no: int, *, max_bytes: int | None = None) -> ReadResult:
-    """Read complete lines of ``path`` from byte ``offset``; ``line_no`` lines precede it.
-
-    A last line without its newline is left for the next call (its writer is
-    still writing it). Malformed lines are counted in ``skipped`` and never stop
-    the file. The file is streamed in :data:`CHUNK_SIZE` chunks; ``max_bytes``
-    bounds one call (at least one complete line is always consumed when one
-    is available, so a caller looping until ``end_offset`` stops moving always
-    progresses).
-
-    Raises:
-        ConfigError: the file cannot be opened or read.
-    """
-    source = os.path.abspath(path)
-    result = ReadResult(end_offset=offset, end_line=line_no)
-    stop = offset + max_bytes if max_bytes is not None and max_bytes > 0 else None
-    position = offset  # file offset just after the last complete line
-    count = line_no
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            # Bytes after the last newline seen: a line still being written, or a long one
-            # spanning chunks. Grown in place, so a huge line costs linear time, not quadratic.
-            tail = bytearray()
-            while stop is None or position < stop:
-                chunk = handle.read(CHUNK_SIZE)
-                if not chunk:
-                    break
-                last = chunk.rfind(b"\n")
-                if last < 0:
-                    tail += chunk
-                    continue
-                if tail:
-                    tail += chunk[:last]
-                    block = bytes(tail)
-                else:
-                    block = chunk[:last]
-                tail = bytearray(chunk[last + 1 :])
-                for line in block.split(b"\n"):
-                    count += 1
-                    _consume(line, source=source, offset=position, line_no=count, into=result)
-                    position += len(line) + 1
-                    if stop is not None and position >= stop:
-                        break
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read ledger {path}: {exc.strerror or exc}. Check that it exists and is readable."
-        ) from exc
-    result.end_offset = position
-    result.end_line = count
-    return result
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return FileState(st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)

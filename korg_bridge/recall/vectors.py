@@ -42,10 +42,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.recall.batches import load_json
 from korg_bridge.recall.embed import INDEX_BATCH_SIZE, Embedder
 from korg_bridge.recall.event import Event
 from korg_bridge.recall.index import Index
+from korg_bridge.recall.rows import load_json
 from korg_bridge.recall.text import embed_text
 
 if TYPE_CHECKING:

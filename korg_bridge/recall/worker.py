@@ -44,10 +44,11 @@ from korg_bridge.recall.batches import (
     WORKER_MIN_BYTES,
     Batch,
     Work,
-    plan,
     read_batches,
     read_file,
 )
+from korg_bridge.recall.lines import MAX_LINE_BYTES
+from korg_bridge.recall.project import ProjectCache
 
 __all__ = ["parsed_batches"]
 
@@ -77,14 +78,18 @@ def _cpus() -> int:
 
 
 def parsed_batches(
-    work: Sequence[Work], batch_bytes: int = BATCH_BYTES, *, min_bytes: int = WORKER_MIN_BYTES
+    work: Sequence[Work],
+    batch_bytes: int = BATCH_BYTES,
+    *,
+    min_bytes: int = WORKER_MIN_BYTES,
+    max_line: int = MAX_LINE_BYTES,
 ) -> Generator[Batch, None, None]:
     """Every batch of ``work`` in order, parsed by a worker process when that pays.
 
     Close the iterator (``contextlib.closing``) when stopping early: that ends
     the worker at once instead of at garbage collection.
     """
-    total = sum(plan(row, state)[3] for _path, state, row in work)
+    total = sum(item.to_read for item in work)
     # A frozen app's executable is the app itself, not an interpreter that takes ``-m``;
     # off POSIX, select() does not take pipes.
     if (
@@ -94,12 +99,12 @@ def parsed_batches(
         or getattr(sys, "frozen", False)
         or os.name != "posix"
     ):
-        yield from read_batches(work, batch_bytes)
+        yield from read_batches(work, batch_bytes, max_line)
         return
     done: set[str] = set()
     last: Batch | None = None
     try:
-        for batch in _from_worker(work, batch_bytes):
+        for batch in _from_worker(work, batch_bytes, max_line):
             last = batch
             if batch.final or batch.error is not None:
                 done.add(batch.path)
@@ -108,16 +113,15 @@ def parsed_batches(
     except _WorkerFailed as exc:
         logger.warning("recall parsing worker failed (%s); reading the rest in this process", exc)
     # Carry on where the worker stopped: the file it was in the middle of, then the others.
-    for path, state, row in work:
-        if path in done:
+    projects = ProjectCache()
+    for item in work:
+        if item.path in done:
             continue
-        if last is not None and last.path == path:
-            yield from read_file(path, state, row, last.end_offset, last.end_line, False, batch_bytes)
-        else:
-            yield from read_batches([(path, state, row)], batch_bytes)
+        after = last if last is not None and last.path == item.path else None
+        yield from read_file(item, batch_bytes, max_line, after=after, projects=projects)
 
 
-def _from_worker(work: Sequence[Work], batch_bytes: int) -> Iterator[Batch]:
+def _from_worker(work: Sequence[Work], batch_bytes: int, max_line: int) -> Iterator[Batch]:
     package_root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -134,7 +138,9 @@ def _from_worker(work: Sequence[Work], batch_bytes: int) -> Iterator[Batch]:
     assert proc.stdin is not None and proc.stdout is not None
     try:
         _grow_pipe(proc.stdout.fileno())
-        request = pickle.dumps({"work": list(work), "batch_bytes": batch_bytes}, pickle.HIGHEST_PROTOCOL)
+        request = pickle.dumps(
+            {"work": list(work), "batch_bytes": batch_bytes, "max_line": max_line}, pickle.HIGHEST_PROTOCOL
+        )
         try:
             _write_all(proc.stdin.fileno(), request)
             proc.stdin.close()
@@ -236,7 +242,7 @@ def main() -> int:
     out = sys.stdout.buffer
     try:
         request = pickle.load(sys.stdin.buffer)
-        for batch in read_batches(request["work"], request["batch_bytes"]):
+        for batch in read_batches(request["work"], request["batch_bytes"], request["max_line"]):
             _send(out, batch)
         out.write(_END.to_bytes(_HEADER, "big"))
         out.flush()

@@ -198,11 +198,12 @@ def test_substring_sql_likes_ascii_terms_and_orders_shortest_first() -> None:
     assert sql == (
         "SELECT e.id\n"
         "FROM events e\n"
-        "WHERE e.text LIKE ? ESCAPE '\\' AND e.text LIKE ? ESCAPE '\\'"
+        "WHERE (e.text LIKE ? ESCAPE '\\' OR e.body LIKE ? ESCAPE '\\')"
+        " AND (e.text LIKE ? ESCAPE '\\' OR e.body LIKE ? ESCAPE '\\')"
         " AND e.source_id IN (SELECT id FROM sources WHERE path = ? OR substr(path, 1, ?) = ?)\n"
-        "ORDER BY min(length(e.text), ?), e.id"
+        "ORDER BY min(length(e.text) + coalesce(length(e.body), 0), ?), e.id"
     )
-    assert params == ["%foo%", "%50\\%%", "/l", 3, "/l/", 1000]
+    assert params == ["%foo%", "%foo%", "%50\\%%", "%50\\%%", "/l", 3, "/l/", 1000]
 
 
 def test_like_pattern_makes_wildcards_literal() -> None:
@@ -217,6 +218,20 @@ def test_like_pattern_makes_wildcards_literal() -> None:
 
 def test_details_sql_has_one_placeholder_per_id() -> None:
     assert details_sql(3) == (
-        "SELECT e.id, e.seq, e.agent, e.tool, e.session, e.timestamp, e.text\n"
-        "FROM events e WHERE e.id IN (?, ?, ?)"
+        "SELECT e.id, e.seq, e.agent, e.tool, e.session, e.timestamp, e.text, e.body, e.project, e.extra,"
+        " s.gone_at IS NOT NULL\n"
+        "FROM events e JOIN sources s ON s.id = e.source_id WHERE e.id IN (?, ?, ?)"
     )
+
+
+def test_project_filter_matches_the_root_and_folders_under_it_only() -> None:
+    where, params = filter_sql(Filters(sources=None, project="/w/app"))
+    assert where == "(e.project = ? OR substr(e.project, 1, ?) = ?)"
+    assert params == ["/w/app", 7, "/w/app/"]
+    conn = connect(":memory:")
+    conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, project TEXT)")
+    conn.executemany(
+        "INSERT INTO events (project) VALUES (?)", [("/w/app",), ("/w/app/assets",), ("/w/app2",), (None,)]
+    )
+    rows = conn.execute(f"SELECT project FROM events e WHERE {where} ORDER BY id", params).fetchall()
+    assert rows == [("/w/app",), ("/w/app/assets",)]

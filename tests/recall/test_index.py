@@ -17,8 +17,8 @@ import pytest
 
 from korg_bridge.errors import ConfigError, KorgError, UsageError
 from korg_bridge.recall import index as index_module
-from korg_bridge.recall.batches import MAX_STORED_JSON
 from korg_bridge.recall.index import Index, default_index_path, parse_ref
+from korg_bridge.recall.rows import MAX_STORED_JSON
 from korg_bridge.recall.search import search
 
 REPO = Path(__file__).resolve().parents[2]
@@ -197,13 +197,22 @@ def test_new_file_in_a_watched_folder_is_picked_up(index: Index, ledgers: Path) 
     assert find(index, "beta", [ledgers]) == ["beta"]
 
 
-def test_deleted_file_drops_its_events(index: Index, ledgers: Path) -> None:
+def test_deleted_file_keeps_its_events_marked_gone_until_pruned(index: Index, ledgers: Path) -> None:
     (ledgers / "keep.jsonl").write_text(prompt(1, "kept words"))
     (ledgers / "gone.jsonl").write_text(prompt(1, "doomed words") + prompt(2, "doomed too"))
     index.refresh([ledgers])
     (ledgers / "gone.jsonl").unlink()
     report = index.refresh([ledgers])
-    assert (report.events_removed, report.files_changed) == (2, 1)
+    assert (report.events_removed, report.files_gone) == (0, 1)
+    hits = search(index, "doomed", mode="keyword", top_n=5, min_score=0, sources=[ledgers])
+    assert sorted(hit.snippet for hit in hits) == ["doomed too", "doomed words"]
+    assert all(hit.gone for hit in hits)
+    assert index.stats()["gone"] == {"files": 1, "events": 2}
+    assert index.prune_gone() == {
+        "files_pruned": 1,
+        "events_removed": 2,
+        "paths": [str(ledgers / "gone.jsonl")],
+    }
     assert find(index, "doomed", [ledgers]) == []
     assert index.stats()["events"] == 1
     assert_fts_in_sync(index)
@@ -334,13 +343,17 @@ def test_tool_result_seen_before_its_tool_use_waits_for_it(index: Index, ledgers
     assert_fts_in_sync(index)
 
 
-def test_huge_result_is_stored_truncated(index: Index, ledgers: Path) -> None:
-    big = "x" * (MAX_STORED_JSON + 10)
+def test_huge_result_is_stored_as_readable_text_cut_with_a_marker(index: Index, ledgers: Path) -> None:
+    big = "line of output\n" * (MAX_STORED_JSON // 10)
     (ledgers / "s.jsonl").write_text(line(1, "Read", args={"file_path": "/huge"}, result={"output": big}))
     index.refresh([ledgers])
-    [event] = index.get_events(["e1"])
-    assert event["result"]["truncated"] is True
-    assert len(event["result"]["preview"]) == MAX_STORED_JSON
+    [hit] = search(index, "huge", mode="keyword", top_n=1, min_score=0, sources=[ledgers])
+    [event] = index.get_events([hit.ref])
+    output = event["result"]["output"]
+    assert output.startswith("line of output\nline of output\n")  # text, not escaped JSON
+    kept = MAX_STORED_JSON // 2
+    assert output.endswith(f"… [{len(big) - kept:,} more characters not stored]")
+    assert event["args"] == {"file_path": "/huge"}
 
 
 # --- broken index files ------------------------------------------------------------------------

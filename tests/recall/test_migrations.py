@@ -66,6 +66,8 @@ def test_events_table_has_the_columns_search_and_show_rely_on(tmp_path: Path) ->
         "extra",
         "tool_use_id",
         "text",
+        "body",
+        "project",
     ]
     sources = [row[1] for row in conn.execute("PRAGMA table_info(sources)")]
     assert sources == [
@@ -80,7 +82,43 @@ def test_events_table_has_the_columns_search_and_show_rely_on(tmp_path: Path) ->
         "skipped",
         "ignored",
         "indexed_at",
+        "head_len",
+        "head_sha",
+        "parse_state",
+        "gone_at",
     ]
+    skipped = [row[1] for row in conn.execute("PRAGMA table_info(skipped_lines)")]
+    assert skipped == ["source_id", "line_no", "reason"]
+    pending = [row[1] for row in conn.execute("PRAGMA table_info(pending_patches)")]
+    assert pending == [
+        "id",
+        "source_id",
+        "tool_use_id",
+        "result",
+        "success",
+        "timestamp",
+        "preview",
+        "full_text",
+    ]
+    fts = [row[1] for row in conn.execute("PRAGMA table_info(events_fts)")]
+    assert fts == ["text", "body"]
+
+
+def test_upgrading_an_index_of_the_old_reading_rules_reads_everything_again(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "index.sqlite", isolation_level=None)
+    migrate(conn, MIGRATIONS[:-1])
+    conn.execute("INSERT INTO sources (id, path) VALUES (1, '/l.jsonl')")
+    conn.execute(
+        "INSERT INTO events (source_id, \"offset\", seq, shape, tool, text) VALUES (1, 0, 1, 'legacy', 'x', 'old')"
+    )
+    conn.execute("INSERT INTO events_fts (rowid, text) SELECT id, text FROM events")
+    assert migrate(conn) == ["m007_full_text_kinds_projects"]
+    assert conn.execute("SELECT count(*) FROM events").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM sources").fetchone() == (0,)
+    conn.execute(
+        "INSERT INTO events (source_id, \"offset\", seq, shape, tool, text) VALUES (1, 0, 1, 'legacy', 'x', 'new')"
+    )
+    assert conn.execute("SELECT max(id) FROM events").fetchone() == (2,)  # a ref is never reused
 
 
 def test_migrations_are_recorded_in_order_and_not_applied_twice(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ REGENERATE = (
 HEADER = re.compile(r"^\[recall · (substring|keyword|semantic|hybrid)\] (\d+) match\(es\):$")
 HIT = re.compile(
     r"^  · seq=(?P<seq>-?\d+) score=(?P<score>\d\.\d\d) agent=(?P<agent>\S+) tool=(?P<tool>\S+) "
-    r"ref=(?P<ref>e\d+) :: (?P<snippet>.*)$"
+    r'ref=(?P<ref>e\d+)(?P<context>(?: \w+=(?:"[^"]*"|\S+))*) :: (?P<snippet>.*)$'
 )
 NO_MATCH = re.compile(r"^\[recall · (substring|keyword|semantic|hybrid)\] no relevant matches\.$")
 

@@ -11,7 +11,8 @@ import pytest
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.index import Index
-from korg_bridge.recall.search import SNIPPET_CHARS, Hit, make_snippet, search
+from korg_bridge.recall.search import Hit, search
+from korg_bridge.recall.snippets import SNIPPET_CHARS, make_snippet
 from korg_bridge.recall.timeparse import parse_time
 
 
@@ -366,3 +367,11 @@ def test_old_events_holding_a_rare_term_get_exactly_their_full_ranking_score(
     monkeypatch.setattr(fts, "SELECTIVE_MAX_DF", 20)  # zebra (8 events) is selective, common (60) is not
     windowed = [(h.ref, h.score) for h in run(index, "zebra common", [path], top_n=12, min_score=0)]
     assert windowed[:8] == full[:8]  # every zebra event, old or new, scored as by a full ranking
+
+
+def test_a_snippet_comes_from_the_body_when_the_head_holds_no_term() -> None:
+    head = "Bash command=mix test → Compiling 3 files (.ex)"
+    body = "→ " + "ok " * 300 + "** (RuntimeError) no :secret_key_base configuration found " + "ok " * 100
+    snippet = make_snippet(head, ["secret_key_base"], body=body)
+    assert snippet.startswith("…") and "no :secret_key_base configuration found" in snippet
+    assert make_snippet(head, ["compiling"], body=body) == head

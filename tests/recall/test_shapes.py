@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.recall.event import Event
-from korg_bridge.recall.shapes import ResultPatch, detect_shape, normalize, normalize_timestamp
+from korg_bridge.recall.event import KINDS, Event, ToolResult
+from korg_bridge.recall.shapes import Where, detect_shape, normalize_timestamp, parse_line
 
 REPO = Path(__file__).resolve().parents[2]
 PEERS = REPO / ".." / "shared" / "peers"
@@ -26,14 +26,21 @@ needs_peers = pytest.mark.skipif(
 )
 
 
-def _normalize_file(path: Path) -> list[tuple[dict[str, Any], list[Event | ResultPatch]]]:
-    """Parse each line of ``path`` and normalize it, tracking offsets the way the reader does."""
+def normalize(
+    obj: dict[str, Any], *, source: str, offset: int, line_no: int, state: dict[str, Any] | None = None
+) -> list[Event | ToolResult]:
+    return parse_line(obj, Where(source, offset, line_no), {} if state is None else state)
+
+
+def _normalize_file(path: Path) -> list[tuple[dict[str, Any], list[Event | ToolResult]]]:
+    """Parse each line of ``path`` and normalize it, tracking offsets and state the way the reader does."""
     out = []
     offset = 0
     source = str(path.resolve())
+    state: dict[str, Any] = {}
     for line_no, raw in enumerate(path.read_bytes().splitlines(keepends=True), start=1):
         obj = json.loads(raw)
-        out.append((obj, normalize(obj, source=source, offset=offset, line_no=line_no)))
+        out.append((obj, normalize(obj, source=source, offset=offset, line_no=line_no, state=state)))
         offset += len(raw)
     return out
 
@@ -42,8 +49,8 @@ def _events(path: Path) -> list[Event]:
     return [item for _, items in _normalize_file(path) for item in items if isinstance(item, Event)]
 
 
-def _patches(path: Path) -> list[ResultPatch]:
-    return [item for _, items in _normalize_file(path) for item in items if isinstance(item, ResultPatch)]
+def _patches(path: Path) -> list[ToolResult]:
+    return [item for _, items in _normalize_file(path) for item in items if isinstance(item, ToolResult)]
 
 
 # --- detection ------------------------------------------------------------------------------------
@@ -215,7 +222,6 @@ def test_transcript_tool_results_become_patches_paired_by_tool_use_id() -> None:
     ]
     assert events["toolu_01"].tool == "Read"
     assert events["toolu_02"].tool == "Bash"
-    assert {p.source for p in patches} == {str(TRANSCRIPT.resolve())}
 
 
 @needs_peers
@@ -244,8 +250,7 @@ def test_tool_result_with_is_error_marks_failure_and_flattens_blocks() -> None:
         },
     }
     [patch] = normalize(obj, source="/t.jsonl", offset=0, line_no=1)
-    assert patch == ResultPatch(
-        source="/t.jsonl",
+    assert patch == ToolResult(
         tool_use_id="toolu_9",
         result={"output": "boom\n[image]\n!"},
         success=False,
@@ -265,13 +270,13 @@ def test_user_message_with_text_blocks_and_a_result_yields_both() -> None:
             ]
         },
     }
-    patch, prompt = normalize(obj, source="/t.jsonl", offset=0, line_no=3)
-    assert isinstance(patch, ResultPatch)
+    patch, marker = normalize(obj, source="/t.jsonl", offset=0, line_no=3)
+    assert isinstance(patch, ToolResult)
     assert patch.result == {"output": ""}
-    assert isinstance(prompt, Event)
-    assert prompt.tool == "user_prompt"
-    assert prompt.agent == "claude-code#abcdefgh"
-    assert prompt.extra == {"sidechain": True, "part": 1}
+    assert isinstance(marker, Event)
+    assert marker.tool == "interrupt"
+    assert marker.agent == "claude-code#abcdefgh"
+    assert marker.extra == {"sidechain": True, "part": 0}
 
 
 @needs_peers
@@ -279,7 +284,7 @@ def test_stream_json_tags_sub_agent_lines_as_sidechain_with_their_parent() -> No
     events = _events(STREAM)
     assert [(e.seq, e.tool) for e in events] == [
         (5, "Agent"),
-        (7, "user_prompt"),
+        (7, "subagent_prompt"),
         (10, "Bash"),
         (14, "llm_inference"),
     ]
@@ -346,3 +351,242 @@ def test_stream_json_thinking_system_and_result_lines_produce_nothing() -> None:
 )
 def test_timestamps_normalize_to_utc_z_or_stay_as_found(raw: Any, expected: str | None) -> None:
     assert normalize_timestamp(raw) == expected
+
+
+# --- honest labels -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "kind"),
+    [
+        ("fix the login bug", {}, "user_prompt"),
+        ("<command-name>/clear</command-name>\n<command-message>clear</command-message>", {}, "command"),
+        ("<command-message>model</command-message>\n<command-name>/model</command-name>", {}, "command"),
+        ("<local-command-stdout>See ya!</local-command-stdout>", {}, "command_output"),
+        ("<local-command-caveat>Caveat: …</local-command-caveat>", {"isMeta": True}, "command_output"),
+        ("<bash-input>uv run pytest</bash-input>", {}, "shell"),
+        ("<bash-stdout>5 passed</bash-stdout><bash-stderr></bash-stderr>", {}, "shell"),
+        ("<ide_opened_file>The user opened a.py</ide_opened_file>", {}, "ide_context"),
+        ("<ide_selection>lines 3 to 4</ide_selection>", {}, "ide_context"),
+        ("[Request interrupted by user for tool use]", {}, "interrupt"),
+        ("<task-notification>\n<task-id>b6</task-id>", {}, "task_notification"),
+        ("<system-reminder>\nhook context</system-reminder>", {"isMeta": True}, "system_note"),
+        ("Caveat: The messages below were generated by the user", {"isMeta": True}, "system_note"),
+        (
+            "This session is being continued from a previous conversation",
+            {"isCompactSummary": True},
+            "compact_summary",
+        ),
+        ("Warmup", {"isSidechain": True}, "subagent_prompt"),
+        ("  <b>bold</b> is what I typed", {}, "user_prompt"),
+    ],
+)
+def test_each_text_block_of_a_user_line_is_labelled_by_who_wrote_it(
+    text: str, line: dict[str, Any], kind: str
+) -> None:
+    obj = {"type": "user", "sessionId": "s", "message": {"role": "user", "content": text}, **line}
+    [event] = normalize(obj, source="/t.jsonl", offset=0, line_no=1)
+    assert isinstance(event, Event)
+    assert event.tool == kind
+
+
+def test_an_ide_block_and_a_typed_block_of_one_message_get_their_own_kinds() -> None:
+    content = [
+        {"type": "text", "text": "<ide_opened_file>The user opened x.mdx</ide_opened_file>"},
+        {"type": "image", "source": {"data": "AAAA"}},
+        {"type": "text", "text": "why do angle brackets break the build?"},
+    ]
+    obj = {"type": "user", "sessionId": "s", "cwd": "/w", "message": {"role": "user", "content": content}}
+    events = normalize(obj, source="/t.jsonl", offset=0, line_no=1)
+    assert [(e.tool, e.extra["part"]) for e in events if isinstance(e, Event)] == [
+        ("ide_context", 0),
+        ("user_prompt", 1),
+    ]
+
+
+def test_summary_lines_are_session_titles_of_the_file() -> None:
+    obj = {"type": "summary", "summary": "CSS Details Margin Styling", "leafUuid": "f29f"}
+    [title] = normalize(obj, source="/p/proj/3680252d-aaaa.jsonl", offset=0, line_no=1)
+    assert isinstance(title, Event)
+    assert (title.tool, title.args, title.session) == (
+        "session_title",
+        {"title": "CSS Details Margin Styling"},
+        "3680252d-aaaa",
+    )
+    assert title.extra == {"leaf_uuid": "f29f", "part": 0}
+
+
+def test_a_sub_agent_line_without_a_session_takes_it_from_its_folder() -> None:
+    obj = {
+        "type": "user",
+        "isSidechain": True,
+        "agentId": "aef0",
+        "cwd": "/w/app",
+        "gitBranch": "main",
+        "message": {"role": "user", "content": "You are bob."},
+    }
+    [event] = normalize(obj, source="/p/proj/ef958aa1/subagents/agent-aef0.jsonl", offset=0, line_no=1)
+    assert isinstance(event, Event)
+    assert (event.tool, event.session, event.agent, event.cwd) == (
+        "subagent_prompt",
+        "ef958aa1",
+        "claude-code#ef958aa1",
+        "/w/app",
+    )
+    assert event.extra == {"sidechain": True, "agent_id": "aef0", "git_branch": "main", "part": 0}
+
+
+def test_a_line_without_cwd_keeps_the_one_named_before() -> None:
+    state: dict[str, Any] = {}
+    normalize(
+        {"type": "system", "subtype": "init", "cwd": "/w/app", "session_id": "s"},
+        source="/t",
+        offset=0,
+        line_no=1,
+        state=state,
+    )
+    [event] = normalize(
+        {"type": "user", "session_id": "s", "message": {"content": "go"}},
+        source="/t",
+        offset=9,
+        line_no=2,
+        state=state,
+    )
+    assert isinstance(event, Event)
+    assert event.cwd == "/w/app"
+
+
+# --- Codex rollouts ----------------------------------------------------------------------------------
+
+ROLLOUT = (
+    "/h/.codex/sessions/2026/05/11/rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl"
+)
+
+
+def codex(
+    kind: str, payload: dict[str, Any], state: dict[str, Any] | None = None
+) -> list[Event | ToolResult]:
+    obj = {"timestamp": "2026-05-11T08:27:00.123Z", "type": kind, "payload": payload}
+    assert detect_shape(obj) == "codex"
+    return normalize(obj, source=ROLLOUT, offset=0, line_no=5, state={} if state is None else state)
+
+
+def test_codex_session_meta_names_the_session_cwd_and_branch_for_later_lines() -> None:
+    state: dict[str, Any] = {}
+    meta = {"id": "019e1625-789d-76c0-80ab-3724b5ddb799", "cwd": "/repo", "git": {"branch": "feat/x"}}
+    assert codex("session_meta", meta, state) == []
+    codex("turn_context", {"cwd": "/repo/sub", "model": "gpt-5.5"}, state)
+    [typed] = codex("event_msg", {"type": "user_message", "message": "show tools", "images": []}, state)
+    assert isinstance(typed, Event)
+    assert (typed.tool, typed.args, typed.agent, typed.cwd) == (
+        "user_prompt",
+        {"prompt": "show tools"},
+        "codex#019e1625",
+        "/repo/sub",
+    )
+    assert typed.extra == {"git_branch": "feat/x"}
+    assert typed.timestamp == "2026-05-11T08:27:00.123000Z"
+    [reply] = codex(
+        "response_item",
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]},
+        state,
+    )
+    assert isinstance(reply, Event)
+    assert (reply.tool, reply.args, reply.result) == (
+        "llm_inference",
+        {"model": "gpt-5.5"},
+        {"text": "Done."},
+    )
+
+
+def test_codex_without_session_meta_takes_the_session_from_the_file_name() -> None:
+    [typed] = codex("event_msg", {"type": "user_message", "message": "hi"})
+    assert isinstance(typed, Event)
+    assert typed.session == "019e1625-789d-76c0-80ab-3724b5ddb799"
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload"),
+    [
+        ("event_msg", {"type": "agent_message", "message": "Done."}),
+        (
+            "response_item",
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "show tools"}]},
+        ),
+        (
+            "response_item",
+            {
+                "type": "message",
+                "role": "developer",
+                "content": [{"type": "input_text", "text": "<permissions>"}],
+            },
+        ),
+        ("response_item", {"type": "reasoning", "encrypted_content": "gAAA"}),
+        ("event_msg", {"type": "token_count", "info": None}),
+        ("event_msg", {"type": "exec_command_end", "call_id": "c", "exit_code": 0}),
+    ],
+    ids=["agent-message-echo", "user-message-echo", "developer", "reasoning", "token-count", "exec-end"],
+)
+def test_codex_echoes_instructions_and_bookkeeping_hold_no_event(kind: str, payload: dict[str, Any]) -> None:
+    assert codex(kind, payload) == []
+
+
+def test_codex_injected_context_is_a_system_note_not_a_prompt() -> None:
+    content = [
+        {"type": "input_text", "text": "# AGENTS.md instructions for /repo\n\n<INSTRUCTIONS>…"},
+        {"type": "input_text", "text": "<environment_context>\n  <cwd>/repo</cwd>"},
+    ]
+    [note] = codex("response_item", {"type": "message", "role": "user", "content": content})
+    assert isinstance(note, Event)
+    assert note.tool == "system_note"
+
+
+def test_codex_calls_parse_their_arguments_and_outputs_say_whether_they_succeeded() -> None:
+    arguments = json.dumps({"cmd": "npm test", "workdir": "/repo"})
+    [call] = codex(
+        "response_item",
+        {"type": "function_call", "name": "exec_command", "arguments": arguments, "call_id": "call_1"},
+    )
+    assert isinstance(call, Event)
+    assert (call.tool, call.args, call.extra["tool_use_id"]) == (
+        "exec_command",
+        {"cmd": "npm test", "workdir": "/repo"},
+        "call_1",
+    )
+    output = "Chunk ID: 1\nWall time: 1.0 seconds\nProcess exited with code 1\nOutput:\nFAIL a.test.ts"
+    [failed] = codex("response_item", {"type": "function_call_output", "call_id": "call_1", "output": output})
+    assert failed == ToolResult("call_1", {"output": output}, False, "2026-05-11T08:27:00.123000Z")
+    patch_output = json.dumps({"output": "Success. Updated a.ts\n", "metadata": {"exit_code": 0}})
+    [applied] = codex(
+        "response_item", {"type": "custom_tool_call_output", "call_id": "call_2", "output": patch_output}
+    )
+    assert isinstance(applied, ToolResult)
+    assert (applied.result, applied.success) == ({"output": "Success. Updated a.ts\n"}, True)
+    [running] = codex(
+        "response_item",
+        {"type": "function_call_output", "call_id": "c3", "output": "Process running with session ID 4"},
+    )
+    assert isinstance(running, ToolResult)
+    assert running.success is None
+
+
+def test_codex_patches_searches_and_compactions_are_events() -> None:
+    [patch] = codex(
+        "response_item",
+        {"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch", "call_id": "c"},
+    )
+    assert isinstance(patch, Event)
+    assert (patch.tool, patch.args) == ("apply_patch", {"input": "*** Begin Patch"})
+    action = {"type": "search", "query": "opencode compaction"}
+    [searched] = codex("response_item", {"type": "web_search_call", "status": "completed", "action": action})
+    assert isinstance(searched, Event)
+    assert (searched.tool, searched.args, searched.success) == ("web_search", action, True)
+    [summary] = codex("compacted", {"message": "Summary of the work so far"})
+    assert isinstance(summary, Event)
+    assert summary.tool == "compact_summary"
+
+
+def test_every_event_kind_is_documented_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for kind in KINDS:
+        assert f"| `{kind}` |" in readme, kind

@@ -1,4 +1,4 @@
-"""Flattening: each event becomes the short text that search ranks."""
+"""Searchable text: each event's head (what ranks first and snippets show), body (its whole) and embedded text."""
 
 from __future__ import annotations
 
@@ -6,12 +6,18 @@ from typing import Any
 
 from korg_bridge.recall.event import Event
 from korg_bridge.recall.text import (
+    MAX_ARG_CHARS,
+    MAX_BODY_CHARS,
     MAX_PREVIEW_CHARS,
     MAX_REPLY_CHARS,
     MAX_TEXT_CHARS,
+    call_texts,
     embed_text,
     flatten,
     result_text,
+    result_texts,
+    searchable,
+    with_result,
 )
 
 
@@ -106,3 +112,83 @@ def test_embedded_text_of_prompts_replies_and_untelling_calls_is_the_searchable_
         _event(None),
     ):
         assert embed_text(event) == flatten(event)
+
+
+# --- the full text ------------------------------------------------------------------------------
+
+
+def words(head: str, body: str) -> set[str]:
+    """The words of a head and body as FTS5 sees them (the ellipsis of a cut is no letter)."""
+    return set(f"{head} {body}".replace("…", " ").split())
+
+
+def test_a_long_result_is_previewed_in_the_head_and_whole_in_the_body() -> None:
+    log = (
+        "\n".join(f"line {n}: ok" for n in range(1, 40)) + "\nline 40: ** (RuntimeError) no :secret_key_base"
+    )
+    head, body = searchable(_event("Bash", {"command": "mix test"}, {"output": log}))
+    assert head.startswith("Bash command=mix test → line 1: ok") and len(head) < 400
+    assert "secret_key_base" not in head
+    assert body.startswith("→ ") and not body.startswith("→ line 1:")  # from the word the head cut on
+    assert words(head, body) >= set(log.split())  # together they hold every word
+
+
+def test_a_short_event_has_no_body() -> None:
+    assert searchable(_event("Bash", {"command": "ls"}, {"output": "a b"})) == ("Bash command=ls → a b", "")
+    assert searchable(_event("user_prompt", {"prompt": "hi"})) == ("hi", "")
+    assert searchable(_event("Write", {"contents": "x", "mode": 1})) == (
+        'Write {"contents": "x", "mode": 1}',
+        "",
+    )
+
+
+def test_a_cut_telling_argument_is_whole_in_the_body() -> None:
+    command = "python -c " + "'x' " * 200
+    head, body = searchable(_event("Bash", {"command": command}))
+    assert head == f"Bash command={command.strip()[: MAX_ARG_CHARS - 1]}…"
+    assert body == f"command={command.strip()}"
+
+
+def test_a_long_prompt_or_summary_is_whole_in_the_body() -> None:
+    summary = " ".join(f"wd{n:08d}" for n in range(1500))  # 11 characters a word: the cut falls inside one
+    head, body = searchable(_event("compact_summary", {"prompt": summary}))
+    assert len(head) == MAX_REPLY_CHARS
+    assert summary.endswith(body) and len(body) < len(summary) - MAX_REPLY_CHARS + 10
+    assert words(head, body) >= set(summary.split())  # the word the head cut inside is whole in the body
+
+
+def test_every_argument_reaches_the_body_not_only_the_telling_ones() -> None:
+    edit = {
+        "file_path": "/a.py",
+        "old_string": "rate = 1",
+        "new_string": "rate_limit = 10",
+        "replace_all": False,
+    }
+    head, body = searchable(_event("Edit", edit, {"output": "updated"}))
+    assert head == "Edit file_path=/a.py → updated"
+    assert body == "old_string=rate = 1 new_string=rate_limit = 10"
+
+
+def test_the_body_is_capped() -> None:
+    _, body = searchable(_event("Read", {"file_path": "/big"}, {"output": "z" * (MAX_BODY_CHARS * 2)}))
+    assert len(body) == MAX_BODY_CHARS
+    assert body.endswith("…")
+
+
+def test_a_result_added_later_gives_the_texts_of_the_complete_event() -> None:
+    args = {"command": "pytest -q", "description": "d" * 600}
+    result = {"output": "x " * 400, "stderr": "warning: slow"}
+    complete = searchable(_event("Bash", args, result))
+    assert with_result(*call_texts(_event("Bash", args)), *result_texts(result)) == complete
+    assert complete[1].endswith("warning: slow")  # every text field of the result, stderr too
+
+
+def test_titles_and_notes_are_their_own_text() -> None:
+    assert (
+        flatten(_event("session_title", {"title": "CSS Details Margin Styling"}))
+        == "CSS Details Margin Styling"
+    )
+    assert flatten(_event("system_note", {"prompt": "<system-reminder>x</system-reminder>"})).startswith(
+        "<system"
+    )
+    assert embed_text(_event("compact_summary", {"prompt": "summary"})) == "summary"

@@ -22,7 +22,10 @@ from _bridge_client import Bridge, open_bridge, text_of
 
 pytestmark = pytest.mark.anyio
 
-HIT = re.compile(r"^  · seq=(\d+) score=\d\.\d\d agent=(\S+) tool=(\S+) ref=(e\d+) :: (.*)$", re.MULTILINE)
+HIT = re.compile(
+    r'^  · seq=(\d+) score=\d\.\d\d agent=(\S+) tool=(\S+) ref=(e\d+)(?: \w+=(?:"[^"]*"|\S+))* :: (.*)$',
+    re.MULTILINE,
+)
 EXPECTED_TOOLS = {
     "korg-recall_recall",
     "korg-recall_show",

@@ -275,7 +275,8 @@ def test_deleted_events_lose_their_vectors(index: Index, ledgers: Path) -> None:
     embedder = HashEmbedder()
     vectors.embed_pending(index, embedder)
     (ledgers / "a.jsonl").unlink()
-    index.refresh([ledgers])
+    index.refresh([ledgers])  # its events are kept, marked gone, until pruned
+    index.prune_gone()
     ids, _ = vectors.similarities(index, embedder.model_id, embedder.dim, embedder.vector("x"))
     assert sorted(ids.tolist()) == event_ids(index)
     report = vectors.embed_pending(index, embedder)

@@ -88,13 +88,62 @@ def _ledger(turns: int) -> str:
     )
 
 
+def _rollout(turns: int) -> str:
+    """A Codex rollout: its session and cwd are named once, on the first line."""
+    lines: list[dict[str, Any]] = [
+        {"type": "session_meta", "payload": {"id": "019e0000-0000-7000-8000-00000000c0de", "cwd": "/w/app"}}
+    ]
+    for turn in range(turns):
+        call = f"call_{turn}"
+        lines.append(
+            {"type": "event_msg", "payload": {"type": "user_message", "message": f"check module {turn}"}}
+        )
+        arguments = json.dumps({"cmd": f"cat module_{turn}.py"})
+        lines.append(
+            {
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call",
+                    "name": "exec_command",
+                    "arguments": arguments,
+                    "call_id": call,
+                },
+            }
+        )
+        output = f"Process exited with code 0\nOutput:\ndef g{turn}(): pass"
+        lines.append(
+            {
+                "type": "response_item",
+                "payload": {"type": "function_call_output", "call_id": call, "output": output},
+            }
+        )
+    return "".join(json.dumps({"timestamp": "2026-05-11T08:00:00Z", **line}) + "\n" for line in lines)
+
+
+POISON_LINES = (
+    json.dumps({"seq": 2**70, "source_agent": "agent:test", "tool_name": "Bash"})
+    + "\n"
+    + json.dumps(
+        {
+            "seq": 1,
+            "source_agent": "agent:test",
+            "tool_name": "Bash",
+            "result": json.loads("[" * 300 + "]" * 300),
+        }
+    )
+    + "\n"
+)
+"""Lines the index cannot hold: skipped alike by the worker and by this process."""
+
+
 @pytest.fixture
 def ledgers(tmp_path: Path) -> Path:
     root = tmp_path / "ledgers"
     (root / "claude").mkdir(parents=True)
     for number in range(3):
         (root / "claude" / f"s{number}.jsonl").write_text(_transcript(f"s{number}", 40))
-    (root / "flat.jsonl").write_text(_ledger(120) + "{not json\n" + _ledger(5))
+    (root / "flat.jsonl").write_text(_ledger(120) + "{not json\n" + POISON_LINES + _ledger(5))
+    (root / "codex.jsonl").write_text(_rollout(30))
     return root
 
 
@@ -104,17 +153,22 @@ def _contents(path: Path) -> dict[str, Any]:
     try:
         events = conn.execute(
             'SELECT s.path, e."offset", e.seq, e.shape, e.session, e.agent, e.tool, e.args, e.result,'
-            " e.success, e.timestamp, e.ts, e.triggered_by, e.extra, e.tool_use_id, e.text"
+            " e.success, e.timestamp, e.ts, e.triggered_by, e.extra, e.tool_use_id, e.text, e.body, e.project"
             ' FROM events e JOIN sources s ON s.id = e.source_id ORDER BY s.path, e."offset", e.id'
         ).fetchall()
         sources = conn.execute(
-            'SELECT path, inode, dev, size, mtime_ns, "offset", line_no, skipped, ignored FROM sources ORDER BY path'
+            'SELECT path, inode, dev, size, mtime_ns, "offset", line_no, skipped, ignored, head_len, head_sha,'
+            " parse_state FROM sources ORDER BY path"
+        ).fetchall()
+        skipped = conn.execute(
+            "SELECT s.path, k.line_no, k.reason FROM skipped_lines k JOIN sources s ON s.id = k.source_id"
+            " ORDER BY s.path, k.line_no"
         ).fetchall()
         pending = conn.execute("SELECT count(*) FROM pending_patches").fetchone()[0]
         fts = conn.execute("SELECT count(*) FROM events_fts WHERE events_fts MATCH 'module'").fetchone()[0]
     finally:
         conn.close()
-    return {"events": events, "sources": sources, "pending": pending, "fts": fts}
+    return {"events": events, "sources": sources, "skipped": skipped, "pending": pending, "fts": fts}
 
 
 def _build(path: Path, ledgers: Path, *, worker: bool) -> dict[str, Any]:
@@ -140,7 +194,15 @@ def test_worker_builds_exactly_the_index_parsing_in_process_builds(
         assert _build(tmp_path / "worker.sqlite", ledgers, worker=True) == in_process
     assert "worker" not in caplog.text
     assert in_process["pending"] == 0
-    assert len(in_process["events"]) == 3 * 40 * 3 + 125
+    assert len(in_process["events"]) == 3 * 40 * 3 + 125 + 30 * 2
+    assert [(line, reason.split(" (")[0]) for _path, line, reason in in_process["skipped"]] == [
+        (121, "not valid JSON"),
+        (122, "seq is beyond a 64-bit integer"),
+        (123, "JSON nested deeper than 100 levels"),
+    ]
+    codex = [event for event in in_process["events"] if event[3] == "codex"]
+    assert {(event[5], event[17]) for event in codex} == {("codex#019e0000", "/w/app")}
+    assert all(event[8] is not None for event in codex if event[6] == "exec_command")
 
 
 def test_worker_that_cannot_start_leaves_the_work_to_this_process(

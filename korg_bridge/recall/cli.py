@@ -443,7 +443,7 @@ def prune(args: dict[str, Any]) -> int:
             "prune needs to be told what to drop: pass --gone to drop the events of deleted files."
         )
     with _open_index() as index:
-        report = index.refresh(_sources(args))
+        report = index.refresh(_sources(args)[0])
         pruned = index.prune_gone()
     _print_json({"index": str(index.path), "files_marked_gone": report.files_gone, **pruned})
     return 0

@@ -39,6 +39,8 @@ MIN_LIMIT = 1000
 RESPONSE_CHARS = 40_000
 """The whole answer, in characters of its JSON: through MCP the text and ``structuredContent``
 carry it twice, about 20k tokens, under Claude Code's default cap of 25k."""
+NOTICE_RESERVE = 2_000
+"""Characters kept for ``notice`` and ``next`` (a sentence and up to 50 refs in a few calls)."""
 SHORT_STRING = 100
 """Strings cut to this to measure an event's bulk outside long strings."""
 BULKY_FIELDS = ("args", "result", "extra")
@@ -123,7 +125,8 @@ def bound_events(
     shown: list[dict[str, Any]] = []
     later: list[str] = []
     continue_at: dict[tuple[int, int], list[str]] = {}
-    used = _size({"events": [], "redacted": 0, "notice": "", "next": []})
+    # The notice and the next calls are written once the events are chosen: keep room for them.
+    used = _size({"events": [], "redacted": 0, "notice": "", "next": []}) + NOTICE_RESERVE
     for event in events:
         if later:
             later.append(event["ref"])

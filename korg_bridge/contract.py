@@ -221,6 +221,11 @@ def _skip_reason(entry: dict[str, Any]) -> str | None:
     if violation is not None:
         where = _json_path(("callable", *violation.absolute_path))
         return f"{where}: {violation.message}"
+    if entry.get("cli_only") is True:
+        # A person's act at a terminal (approving, restoring): never a tool a model can call.
+        # ``surfaces: ["cli"]`` alone does not say this: the ecosystem's binaries list only
+        # ``cli`` on the very callables the bridge exists to serve.
+        return "offered on the cli surface only"
     schema: dict[str, Any] = entry["input_schema"]
     if schema.get("type") != "object":
         return f"input_schema must have type 'object', got {schema.get('type')!r}"

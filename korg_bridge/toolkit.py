@@ -56,13 +56,27 @@ class Command:
     capabilities: dict[str, Any]
     handler: Handler
     extra: dict[str, Any] = field(default_factory=dict)
+    surfaces: tuple[str, ...] = ("cli", "mcp")
+    """Where the callable is offered. Without ``mcp`` the entry also says ``cli_only: true``, the
+    marker the bridge honours (``surfaces`` alone is informational: see docs/introspect-v1.md)."""
+    cli_properties: dict[str, Any] = field(default_factory=dict)
+    """Flags only the command line takes (JSON Schema properties kept out of ``input_schema``, so
+    no tool call can pass them): acts reserved for a person at a terminal."""
+
+    def cli_schema(self) -> dict[str, Any]:
+        """``input_schema`` plus :attr:`cli_properties`: what the command line parses and checks."""
+        if not self.cli_properties:
+            return self.input_schema
+        props = {**(self.input_schema.get("properties") or {}), **self.cli_properties}
+        return {**self.input_schema, "properties": props}
 
     def to_document(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "command_id": self.command_id,
             "name": self.name,
             "description": self.description,
-            "surfaces": ["cli", "mcp"],
+            "surfaces": list(self.surfaces),
+            **({} if "mcp" in self.surfaces else {"cli_only": True}),
             "input_schema": self.input_schema,
             "capabilities": self.capabilities,
         }
@@ -216,10 +230,17 @@ class Toolkit:
         name: str | None = None,
         long_running: bool = False,
         extra: Mapping[str, Any] | None = None,
+        surfaces: Sequence[str] = ("cli", "mcp"),
+        cli_properties: Mapping[str, Any] | None = None,
         **capabilities: Any,
     ) -> Callable[[Handler], Handler]:
         """Declare a callable; the decorated function receives the parsed arguments
-        (schema defaults filled in) and returns an exit code."""
+        (schema defaults filled in) and returns an exit code.
+
+        ``surfaces=["cli"]`` declares a command-line-only callable (marked ``cli_only``: the bridge
+        does not serve it); ``cli_properties`` are flags the command line takes but ``input_schema``
+        leaves out.
+        """
 
         def register(handler: Handler) -> Handler:
             caps: dict[str, Any] = {
@@ -241,6 +262,8 @@ class Toolkit:
                     capabilities=caps,
                     handler=handler,
                     extra=dict(extra or {}),
+                    surfaces=tuple(surfaces),
+                    cli_properties=dict(cli_properties or {}),
                 )
             )
             return handler
@@ -290,7 +313,7 @@ class Toolkit:
                 )
                 parsers[prefix] = child
             leaf = parsers[path]
-            add_schema_arguments(leaf, command.input_schema)
+            add_schema_arguments(leaf, command.cli_schema())
             leaf.set_defaults(_command=command)
         return root
 
@@ -314,11 +337,12 @@ class Toolkit:
         command: Command | None = getattr(namespace, "_command", None)
         if command is None:
             raise UsageError(f"missing command. See '{self.binary} --help'.")
-        props = command.input_schema.get("properties") or {}
+        schema = command.cli_schema()
+        props = schema.get("properties") or {}
         args = {
             name: getattr(namespace, name) for name in props if getattr(namespace, name, None) is not None
         }
-        problems = check_value(command.input_schema, args)
+        problems = check_value(schema, args)
         if problems:
             raise UsageError(f"invalid arguments for {command.command_id}: {'; '.join(problems)}")
         return command, args

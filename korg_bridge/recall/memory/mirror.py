@@ -1,0 +1,503 @@
+"""The Markdown mirror: each live memory as a file people can read, grep, edit and version.
+
+Layout: ``memories/<scope folder>/<type>_<slug>--<id>.md`` beside the store,
+YAML front matter (``id, type, scope, version, tags, updated, title``) and the
+body. This module renders and parses those files, writes them atomically
+(temp file in ``memories/.korg-tmp``, fsync, rename), and finds what changed
+on disk since korg-recall last looked: :func:`detect` costs one ``stat`` per
+known file and one directory listing per scope folder; only a file whose size
+or mtime moved is read and hashed.
+
+What a change means is decided by :mod:`.operations` (a hand edit becomes a
+version; a new hand-made file a memory). The rule here: korg-recall rewrites
+or removes only files it wrote (``origin = 'ours'``) and only while their
+content is still what it wrote; a file a person made is never rewritten,
+renamed or deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from korg_bridge.recall.memory.records import Version
+from korg_bridge.recall.memory.scopes import mirror_dir_of
+
+__all__ = [
+    "MIRROR_NAME",
+    "Change",
+    "FrontMatterError",
+    "Parsed",
+    "detect",
+    "file_name",
+    "parse",
+    "reconcile",
+    "render",
+]
+
+MIRROR_NAME = "memories"
+TMP_NAME = ".korg-tmp"
+STALE_TMP_S = 600.0
+"""A temp file older than this was left by a killed process (a write takes milliseconds)."""
+MAX_FILE_BYTES = 64 * 1024
+"""Bigger files are not read (a memory is at most 8 KB); they are reported as unparseable."""
+
+_SLUG = re.compile(r"[^a-z0-9]+")
+_PLAIN = re.compile(r"^[A-Za-z0-9_./@+-][A-Za-z0-9 _./@+()-]*$")
+_NUMERIC = re.compile(r"^[-+]?(?:\d[\d_]*)?\.?\d*(?:[eE][-+]?\d+)?$")
+_SPECIAL = frozenset({"true", "false", "null", "yes", "no", "on", "off", "~"})
+_KEY_LINE = re.compile(r"^([A-Za-z_][\w-]*)\s*:(?:\s+(.*))?$")
+_LIST_ITEM = re.compile(r"^\s*-\s+(.*)$")
+_FLOW_ITEM = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\'(?:[^\']|\'\')*\'|[^,]*)\s*(?:,|$)')
+
+
+class FrontMatterError(ValueError):
+    """A mirror file whose front matter cannot be read; it is reported, never touched."""
+
+
+# --- rendering and parsing -------------------------------------------------------------------
+
+
+def _scalar(value: object) -> str:
+    """A YAML scalar: plain when that reads back as the same string, else JSON-quoted."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    text = str(value)
+    plain = _PLAIN.match(text) is not None and text == text.strip() and text.lower() not in _SPECIAL
+    if plain and not _NUMERIC.match(text):
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def render(version: Version) -> str:
+    """The mirror file of ``version``: front matter, then the body."""
+    updated = version.recorded_at[:19] + "Z" if len(version.recorded_at) >= 19 else version.recorded_at
+    lines = [
+        "---",
+        f"id: {version.id}",
+        f"type: {version.type}",
+        f"scope: {_scalar(version.scope)}",
+        f"version: {version.version}",
+        "tags: [" + ", ".join(_scalar(tag) for tag in version.tags) + "]",
+        f"updated: {updated}",
+        f"title: {_scalar(version.title)}",
+    ]
+    if version.pinned:
+        lines.append("pinned: true")
+    return "\n".join(lines) + "\n---\n" + version.body.rstrip("\n") + "\n"
+
+
+def file_name(version: Version) -> str:
+    """``<type>_<slug>--<id>.md``, the slug from the title (ASCII, at most 48 characters)."""
+    slug = _SLUG.sub("-", version.title.lower()).strip("-")[:48].strip("-") or "memory"
+    return f"{version.type}_{slug}--{version.id}.md"
+
+
+def rel_path(version: Version) -> str:
+    """The file's path relative to the mirror folder."""
+    return f"{mirror_dir_of(version.scope)}/{file_name(version)}"
+
+
+@dataclass(slots=True)
+class Parsed:
+    """A mirror file read back: its front matter (``{}`` without one) and its body."""
+
+    meta: dict[str, Any]
+    body: str
+    has_front_matter: bool
+
+
+def _value(raw: str) -> Any:
+    text = raw.strip()
+    if not text:
+        return None
+    if text.startswith("["):
+        if not text.endswith("]"):
+            raise FrontMatterError(f"unclosed list {text[:40]!r}")
+        inner = text[1:-1].strip()
+        items: list[Any] = []
+        pos = 0
+        while pos < len(inner):
+            match = _FLOW_ITEM.match(inner, pos)
+            if match is None or match.end() == pos:
+                raise FrontMatterError(f"unreadable list {text[:40]!r}")
+            if match.group(1).strip():
+                items.append(_value(match.group(1)))
+            pos = match.end()
+        return items
+    if text.startswith('"'):
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise FrontMatterError(f"unreadable quoted value {text[:40]!r}") from None
+    if text.startswith("'"):
+        if len(text) < 2 or not text.endswith("'"):
+            raise FrontMatterError(f"unclosed quoted value {text[:40]!r}")
+        return text[1:-1].replace("''", "'")
+    if " #" in text:
+        text = text[: text.index(" #")].rstrip()
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    return text
+
+
+def parse(text: str) -> Parsed:
+    """Read a mirror file: ``---`` front matter of ``key: value`` lines (flow or block lists,
+    quoted or plain scalars -- the subset of YAML these files use), then the body.
+
+    Raises:
+        FrontMatterError: the front matter is not closed or a line cannot be read.
+    """
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
+    if not text.startswith("---\n"):
+        return Parsed({}, text.strip("\n"), False)
+    lines = text[4:].split("\n")
+    meta: dict[str, Any] = {}
+    last_key: str | None = None
+    for number, line in enumerate(lines):
+        if line.strip() in ("---", "..."):
+            body = "\n".join(lines[number + 1 :])
+            return Parsed(meta, body.strip("\n"), True)
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        item = _LIST_ITEM.match(line)
+        if item and last_key is not None and (meta[last_key] is None or isinstance(meta[last_key], list)):
+            meta[last_key] = [*(meta[last_key] or []), _value(item.group(1))]
+            continue
+        match = _KEY_LINE.match(line)
+        if match is None:
+            raise FrontMatterError(f"line {number + 2} is not 'key: value': {line[:40]!r}")
+        last_key = match.group(1)
+        meta[last_key] = _value(match.group(2) or "")
+    raise FrontMatterError("the front matter has no closing '---' line")
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_file(path: Path) -> tuple[bytes, FileState] | None:
+    """The bytes and state of a mirror file, or None if it is gone, unreadable or too big."""
+    try:
+        with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if info.st_size > MAX_FILE_BYTES:
+                return b"", FileState(info.st_size, info.st_mtime_ns, "")
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None
+    return data, FileState(info.st_size, info.st_mtime_ns, _sha(data))
+
+
+def write_atomic(root: Path, rel: str, text: str) -> FileState:
+    """Write ``root/rel`` atomically: a temp file in ``root/.korg-tmp``, fsync, rename.
+
+    Raises:
+        OSError: the folder cannot be made or the file written.
+    """
+    data = text.encode("utf-8")
+    target = root / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp_dir = root / TMP_NAME
+    tmp_dir.mkdir(exist_ok=True)
+    tmp = tmp_dir / f"{target.name}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, target)
+    _fsync_dir(target.parent)
+    info = os.stat(target)
+    return FileState(info.st_size, info.st_mtime_ns, _sha(data))
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - the folder was just written to
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on folders
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_if_unchanged(root: Path, rel: str, sha256: str) -> bool:
+    """Delete ``root/rel`` only if its content is still ``sha256`` (what korg-recall wrote)."""
+    path = root / rel
+    found = read_file(path)
+    if found is None:
+        return True
+    if found[1].sha256 != sha256:
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return True
+
+
+def clean_tmp(root: Path, now: float | None = None) -> None:
+    """Remove temp files that killed processes left in ``.korg-tmp`` (the folder is korg-recall's)."""
+    folder = root / TMP_NAME
+    limit = (time.time() if now is None else now) - STALE_TMP_S
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            if entry.name.endswith(".tmp") and entry.stat().st_mtime < limit:
+                os.unlink(entry.path)
+
+
+# --- what changed on disk ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Change:
+    """A difference between a scope folder and what ``mirror_files`` remembers.
+
+    ``kind``: ``edited`` (a known file's content changed), ``new`` (a file korg-recall never
+    saw), ``touched`` (stat moved, content did not), ``vanished`` (a known file is gone).
+    """
+
+    kind: str
+    path: str
+    scope: str
+    state: FileState | None = None
+    origin: str | None = None
+    memory_id: str | None = None
+    recorded_version: int | None = None
+    parsed: Parsed | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _known(
+    conn: sqlite3.Connection, scope: str
+) -> dict[str, tuple[str | None, int | None, str, int, int, str]]:
+    return {
+        path: (mid, version, origin, size, mtime_ns, sha)
+        for path, mid, version, origin, size, mtime_ns, sha in conn.execute(
+            "SELECT path, id, version, origin, size, mtime_ns, sha256 FROM mirror_files WHERE scope = ?",
+            (scope,),
+        )
+    }
+
+
+def _listing(folder: Path) -> set[str]:
+    try:
+        return {
+            entry.name
+            for entry in os.scandir(folder)
+            if entry.name.endswith(".md") and not entry.name.startswith(".") and entry.is_file()
+        }
+    except OSError:
+        return set()
+
+
+def _parsed(data: bytes, state: FileState) -> tuple[Parsed | None, str | None]:
+    if state.size > MAX_FILE_BYTES:
+        return None, f"larger than {MAX_FILE_BYTES // 1024} KB"
+    try:
+        return parse(data.decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except FrontMatterError as exc:
+        return None, str(exc)
+
+
+def detect(conn: sqlite3.Connection, root: Path, scopes: Iterable[str]) -> list[Change]:
+    """Every change in the scope folders of ``scopes`` since ``mirror_files`` was last updated."""
+    changes: list[Change] = []
+    for scope in scopes:
+        sub = mirror_dir_of(scope)
+        known = _known(conn, scope)
+        on_disk = _listing(root / sub)
+        for path, (mid, version, origin, size, mtime_ns, sha) in known.items():
+            name = path.rsplit("/", 1)[-1]
+            if name not in on_disk:
+                changes.append(Change("vanished", path, scope, origin=origin, memory_id=mid))
+                continue
+            try:
+                info = os.stat(root / path)
+            except OSError:
+                changes.append(Change("vanished", path, scope, origin=origin, memory_id=mid))
+                continue
+            if info.st_size == size and info.st_mtime_ns == mtime_ns:
+                continue
+            found = read_file(root / path)
+            if found is None:
+                changes.append(Change("vanished", path, scope, origin=origin, memory_id=mid))
+                continue
+            data, state = found
+            if state.sha256 == sha:
+                changes.append(Change("touched", path, scope, state=state, origin=origin, memory_id=mid))
+                continue
+            parsed, error = _parsed(data, state)
+            changes.append(
+                Change(
+                    "edited",
+                    path,
+                    scope,
+                    state=state,
+                    origin=origin,
+                    memory_id=mid,
+                    recorded_version=version,
+                    parsed=parsed,
+                    error=error,
+                )
+            )
+        known_names = {path.rsplit("/", 1)[-1] for path in known}
+        for name in sorted(on_disk - known_names):
+            found = read_file(root / sub / name)
+            if found is None:
+                continue
+            data, state = found
+            parsed, error = _parsed(data, state)
+            changes.append(Change("new", f"{sub}/{name}", scope, state=state, parsed=parsed, error=error))
+    return changes
+
+
+def record(
+    conn: sqlite3.Connection,
+    path: str,
+    scope: str,
+    memory_id: str | None,
+    version: int | None,
+    origin: str,
+    state: FileState,
+) -> None:
+    """Remember a mirror file's state (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT OR REPLACE INTO mirror_files (path, scope, id, version, origin, size, mtime_ns, sha256) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (path, scope, memory_id, version, origin, state.size, state.mtime_ns, state.sha256),
+    )
+
+
+def forget_path(conn: sqlite3.Connection, path: str) -> None:
+    conn.execute("DELETE FROM mirror_files WHERE path = ?", (path,))
+
+
+# --- bringing files in line with the store -----------------------------------------------------
+
+
+def _plan(conn: sqlite3.Connection, scopes: Sequence[str] | None, ids: Sequence[str] | None) -> list[Any]:
+    """What :func:`reconcile` has to do: heads whose file is missing or stale, files of our own
+    whose memory is no longer live."""
+    from korg_bridge.recall.memory.store import select_versions
+
+    if ids is not None:
+        marks = ", ".join("?" * len(ids))
+        where, params = f"id IN ({marks})", list(ids)
+    else:
+        assert scopes is not None
+        marks = ", ".join("?" * len(scopes))
+        where, params = f"scope IN ({marks})", list(scopes)
+    heads = {
+        v.id: v
+        for v in select_versions(conn, f"{where} AND superseded_by IS NULL AND state = 'live'", params)
+    }
+    ours: dict[str, list[tuple[str, int | None, str]]] = {}
+    for path, mid, version, sha in conn.execute(
+        f"SELECT path, id, version, sha256 FROM mirror_files WHERE origin = 'ours' AND {where}", params
+    ):
+        ours.setdefault(mid, []).append((path, version, sha))
+    work: list[Any] = []
+    for mid, head in heads.items():
+        want = rel_path(head)
+        rows = ours.get(mid, [])
+        if not any(path == want and version == head.version for path, version, _ in rows):
+            work.append(("write", head, want, rows))
+        else:
+            stale = [row for row in rows if row[0] != want]
+            if stale:
+                work.append(("drop", mid, stale))
+    for mid, rows in ours.items():
+        if mid not in heads:
+            work.append(("drop", mid, rows))
+    return work
+
+
+def reconcile(
+    store: Any, *, scopes: Sequence[str] | None = None, ids: Sequence[str] | None = None
+) -> list[str]:
+    """Write the file of every live head that lacks an up-to-date one and remove files of our own
+    whose memory is no longer live (or moved). Returns problems worth a warning.
+
+    Holds the store's write lock only when there is something to do.
+    """
+    root: Path = store.folder / MIRROR_NAME
+    if not _plan(store.conn, scopes, ids):
+        return []
+    problems: list[str] = []
+    with store.write() as conn:
+        for step in _plan(conn, scopes, ids):
+            if step[0] == "write":
+                _, head, want, rows = step
+                problem = _write_head(conn, root, head, want)
+                if problem:
+                    problems.append(problem)
+                    continue
+                rows = [row for row in rows if row[0] != want]
+            else:
+                _, _mid, rows = step
+            for path, _version, sha in rows:
+                if remove_if_unchanged(root, path, sha):
+                    forget_path(conn, path)
+                else:
+                    problems.append(
+                        f"{root / path} was edited by hand after its memory changed; left as it is"
+                    )
+    return problems
+
+
+def _write_head(conn: sqlite3.Connection, root: Path, head: Version, want: str) -> str | None:
+    existing = conn.execute("SELECT origin, sha256 FROM mirror_files WHERE path = ?", (want,)).fetchone()
+    found = read_file(root / want)
+    if found is not None:
+        data, state = found
+        if existing is not None and existing[0] != "ours":
+            return f"{root / want} is a file korg-recall did not write; not overwriting it"
+        recorded_sha = existing[1] if existing is not None else None
+        if recorded_sha is not None and state.sha256 != recorded_sha:
+            return f"{root / want} changed since it was last read; it will be imported on the next call"
+        if recorded_sha is None:
+            parsed, _ = _parsed(data, state)
+            if parsed is None or parsed.meta.get("id") != head.id:
+                return f"{root / want} is a file korg-recall did not write; not overwriting it"
+    try:
+        state = write_atomic(root, want, render(head))
+    except OSError as exc:
+        return f"cannot write the mirror file {root / want}: {exc.strerror or exc}"
+    record(conn, want, head.scope, head.id, head.version, "ours", state)
+    return None

@@ -193,31 +193,54 @@ def _exists() -> bool:
     return default_store_path(_env()).exists()
 
 
+def _require_store(memory_id: object) -> None:
+    """Raises:
+    UsageError: no store exists yet, so no memory does (and none is created to say so)."""
+    from korg_bridge.errors import UsageError
+    from korg_bridge.recall.memory.store import default_store_path
+
+    path = default_store_path(_env())
+    if not path.exists():
+        raise UsageError(f"no memory {memory_id}: nothing has been remembered yet (no store at {path}).")
+
+
 def remember_cmd(args: dict[str, Any]) -> int:
+    from korg_bridge.recall.memory.drafts import make_draft
     from korg_bridge.recall.memory.operations import remember
 
     ctx = _context()
     ctx.check_writes("remember")
+    make_draft(
+        args, ctx.write_scope(args.get("scope")), allow_secrets=ctx.allow_secrets
+    )  # bad input: no store
     with _open() as store:
         _print(remember(store, ctx, args))
     return 0
 
 
 def revise_cmd(args: dict[str, Any]) -> int:
-    from korg_bridge.recall.memory.operations import revise
+    from korg_bridge.recall.memory.operations import revise, validate_revise
 
     ctx = _context()
     ctx.check_writes("revise")
+    validate_revise(args)
+    _require_store(args["id"])
     with _open() as store:
         _print(revise(store, ctx, args))
     return 0
 
 
 def forget_cmd(args: dict[str, Any]) -> int:
-    from korg_bridge.recall.memory.forget import forget
+    from korg_bridge.recall.memory.forget import forget, validate_forget
 
     ctx = _context()
     ctx.check_writes("forget")
+    validate_forget(ctx, args)
+    if args.get("id"):
+        _require_store(args["id"])
+    elif not _exists():
+        _print({"status": "no_match", "query": args.get("query"), "matches": []})
+        return 0
     with _open() as store:
         _print(forget(store, ctx, args))
     return 0
@@ -225,9 +248,12 @@ def forget_cmd(args: dict[str, Any]) -> int:
 
 def restore_cmd(args: dict[str, Any]) -> int:
     from korg_bridge.recall.memory.operations import restore
+    from korg_bridge.recall.memory.records import check_id
 
     ctx = _context()
     ctx.check_writes("restore")
+    check_id(str(args["id"]))
+    _require_store(args["id"])
     with _open() as store:
         _print(restore(store, ctx, str(args["id"])))
     return 0
@@ -303,7 +329,7 @@ def register(kit: Toolkit) -> None:
     kit.command(
         "korg-recall.revise",
         description=(
-            "Correct a remembered fact that changed or was wrong: content (the whole new text) or old_text with "
+            "Use it when a remembered fact changed or was wrong: content (the whole new text) or old_text with "
             "new_text, and expected_version from memories so you never overwrite someone else's change. The old "
             "version is kept. Not for adding an unrelated fact (use remember)."
         ),
@@ -314,7 +340,7 @@ def register(kit: Toolkit) -> None:
     kit.command(
         "korg-recall.forget",
         description=(
-            "Forget memories, only when the user asks to or a memory is wrong and must not be kept. By id: "
+            "Forget memories. Use it only when the user asks to, or when a memory is wrong and must not be kept. By id: "
             "retire hides it (restorable), purge erases it. By query: the first call changes nothing and returns "
             "the matches with a confirm token; call again with the same query and confirm to act on exactly those."
         ),

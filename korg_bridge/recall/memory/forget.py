@@ -36,7 +36,7 @@ from korg_bridge.recall.memory.sync import sync_mirror
 from korg_bridge.recall.memory.vectors import drop_vectors
 from korg_bridge.recall.memory.writes import finish
 
-__all__ = ["MODES", "TOKEN_TTL_S", "forget"]
+__all__ = ["MODES", "TOKEN_TTL_S", "forget", "validate_forget"]
 
 MODES = ("retire", "purge")
 TOKEN_TTL_S = 600
@@ -51,12 +51,12 @@ class _Changed(Exception):
     """A memory of a confirmed list changed between the two steps of forget(query)."""
 
 
-def forget(store: Store, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
-    """The ``forget`` callable's result.
+def validate_forget(ctx: Context, args: dict[str, Any]) -> None:
+    """What can be checked of a ``forget`` call without the store.
 
     Raises:
         ConfigError: writes are off, or an agent asks under ``KORG_RECALL_WRITES=confirm``.
-        UsageError: neither or both of id and query, an unknown mode, id or purged memory.
+        UsageError: neither or both of id and query, an unknown mode, a malformed id.
     """
     ctx.check_writes("forget")
     if ctx.holds_for_approval:
@@ -65,15 +65,32 @@ def forget(store: Store, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
             f"{ENV_WRITES}=confirm: an agent cannot forget memories. Ask the user to run "
             f"`korg-recall forget --id {target} --mode {args.get('mode') or 'retire'}` in a terminal."
         )
-    mode = args.get("mode") or "retire"
-    if mode not in MODES:
-        raise UsageError(f"bad mode {mode!r}: use retire (hidden, restorable) or purge (erased).")
+    if (args.get("mode") or "retire") not in MODES:
+        raise UsageError(f"bad mode {args.get('mode')!r}: use retire (hidden, restorable) or purge (erased).")
     memory_id, query = args.get("id"), args.get("query")
     if (memory_id is None) == (query is None):
         raise UsageError("pass either id (one memory) or query (matching memories, confirmed in two steps).")
     if memory_id is not None:
         if args.get("confirm"):
             raise UsageError("confirm goes with query; forgetting by id acts at once.")
+        check_id(str(memory_id))
+    else:
+        ctx.scopes_for(args.get("scope"))  # a bad scope fails before anything is opened
+        if not str(query).strip():
+            raise UsageError("query is empty. Pass the words the memories to forget contain.")
+
+
+def forget(store: Store, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
+    """The ``forget`` callable's result.
+
+    Raises:
+        ConfigError: writes are off, or an agent asks under ``KORG_RECALL_WRITES=confirm``.
+        UsageError: neither or both of id and query, an unknown mode, id or purged memory.
+    """
+    validate_forget(ctx, args)
+    mode = args.get("mode") or "retire"
+    memory_id, query = args.get("id"), args.get("query")
+    if memory_id is not None:
         memory_id = check_id(str(memory_id))
         current = head(store.conn, memory_id)
         if current is None:

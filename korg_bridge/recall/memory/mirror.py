@@ -428,14 +428,25 @@ def _plan(conn: sqlite3.Connection, scopes: Sequence[str] | None, ids: Sequence[
         for v in select_versions(conn, f"{where} AND superseded_by IS NULL AND state = 'live'", params)
     }
     ours: dict[str, list[tuple[str, int | None, str]]] = {}
-    for path, mid, version, sha in conn.execute(
-        f"SELECT path, id, version, sha256 FROM mirror_files WHERE origin = 'ours' AND {where}", params
+    theirs: set[str] = set()
+    for path, mid, version, sha, origin in conn.execute(
+        f"SELECT path, id, version, sha256, origin FROM mirror_files WHERE id IS NOT NULL AND {where}", params
     ):
-        ours.setdefault(mid, []).append((path, version, sha))
+        if origin == "ours":
+            ours.setdefault(mid, []).append((path, version, sha))
+        elif origin == "user":
+            theirs.add(mid)
     work: list[Any] = []
     for mid, head in heads.items():
-        want = rel_path(head)
+        if mid in theirs:
+            # A file the user made mirrors it: one file per memory, and theirs is never touched.
+            if ours.get(mid):
+                work.append(("drop", mid, ours[mid]))
+            continue
         rows = ours.get(mid, [])
+        # A file keeps the name it was first written under: an editor holding it open must find
+        # it where it was, and a mirror kept in git should not see renames for retitled memories.
+        want = min(path for path, _, _ in rows) if rows else rel_path(head)
         if not any(path == want and version == head.version for path, version, _ in rows):
             work.append(("write", head, want, rows))
         else:

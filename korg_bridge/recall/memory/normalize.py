@@ -48,29 +48,11 @@ _NEGATIONS = frozenset(
     isnt arent wont cant shouldnt""".split()  # noqa: SIM905
 )
 _NEGATION_PHRASES = re.compile(r"\binstead\s+of\b|\brather\s+than\b|\bno\s+longer\b", re.IGNORECASE)
-_DIRECTIONAL = frozenset(
-    [
-        "over",
-        "than",
-        "instead",
-        "rather",
-        "before",
-        "after",
-        "from",
-        "to",
-        "vs",
-        "versus",
-        "prefer",
-        "prefers",
-        "preferred",
-        "replace",
-        "replaces",
-        "replaced",
-        "replacing",
-        "above",
-        "below",
-    ]
+_CONNECTORS = frozenset(
+    "over than instead rather before after from to into vs versus above below".split()  # noqa: SIM905
 )
+"""Words that order two things ("pnpm over npm", "from MySQL to Postgres"): swapping the sides
+swaps the fact while keeping every word."""
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*(?:\s?(?:%|[kKmMgGtT]i?[bB]|ms|s|px))?(?![\w])")
 _NUMBER_WORDS = frozenset(
@@ -236,13 +218,26 @@ def _mentions(entity: str, other_lower: str, other_words: set[str]) -> bool:
     return entity in other_words or entity in other_lower
 
 
-def _content_order(text: str, shared: frozenset[str]) -> list[str]:
-    seen: list[str] = []
-    for word in words(text):
-        stem = _stem(word)
-        if stem in shared and stem not in seen:
-            seen.append(stem)
-    return seen
+def _sides(sequence: list[str], connector: str) -> tuple[set[str], set[str]]:
+    """Content words only before / only after the first ``connector``."""
+    at = sequence.index(connector)
+
+    def content(part: list[str]) -> set[str]:
+        return {_stem(w) for w in part if w not in STOP_WORDS and w not in _CONNECTORS}
+
+    left, right = content(sequence[:at]), content(sequence[at + 1 :])
+    return left - right, right - left
+
+
+def _swapped(a: str, b: str) -> bool:
+    """True when a connector both texts use has the same words on opposite sides."""
+    words_a, words_b = words(a), words(b)
+    for connector in sorted(_CONNECTORS & set(words_a) & set(words_b)):
+        left_a, right_a = _sides(words_a, connector)
+        left_b, right_b = _sides(words_b, connector)
+        if left_a & right_b and right_a & left_b:
+            return True
+    return False
 
 
 def differences(a: str, b: str) -> list[str]:
@@ -250,8 +245,8 @@ def differences(a: str, b: str) -> list[str]:
 
     Numbers and dates must be the same multiset; negations the same count (so "never use
     npm" and "do not use npm" agree); each named entity of one text must be mentioned by
-    the other (in any case); and when either text states a preference or an order ("over",
-    "instead of", "before"), the shared content words must come in the same order.
+    the other (in any case); and a connector both use ("over", "than", "before", "from … to")
+    must not have the same words on opposite sides.
     """
     found: list[str] = []
     numbers_a, numbers_b = _numbers(a), _numbers(b)
@@ -273,9 +268,6 @@ def differences(a: str, b: str) -> list[str]:
     )
     if missing:
         found.append("names differ (" + ", ".join(missing[:4]) + ")")
-    set_a, set_b = words_a, words_b
-    if (set_a | set_b) & _DIRECTIONAL:
-        shared = word_set(a) & word_set(b)
-        if _content_order(a, shared) != _content_order(b, shared):
-            found.append("order differs (what is preferred or comes first)")
+    if _swapped(a, b):
+        found.append("order differs (what is preferred or comes first)")
     return found

@@ -30,7 +30,7 @@ from korg_bridge.recall.memory.sync import sync_mirror
 from korg_bridge.recall.memory.vectors import embed_text, semantic_check, store_vector
 from korg_bridge.recall.memory.writes import add_version, apply_decision, finish, live_count
 
-__all__ = ["approve", "remember", "restore", "revise"]
+__all__ = ["approve", "remember", "restore", "revise", "validate_revise"]
 
 SETTABLE = ("title", "type", "tags", "pinned", "key", "valid_from", "valid_until", "expires_at")
 """Metadata ``revise(set=…)`` may change."""
@@ -175,6 +175,22 @@ def _settings(raw: Any) -> dict[str, Any]:
             column = "valid_to" if name == "valid_until" else name
             out[column] = user_time(str(value), name) if value is not None else None
     return out
+
+
+def validate_revise(args: Mapping[str, Any]) -> None:
+    """What can be checked of a ``revise`` call without the store.
+
+    Raises:
+        UsageError: a malformed id, bad ``set``, or content together with old_text/new_text.
+    """
+    check_id(str(args.get("id", "")))
+    _settings(args.get("set"))
+    if args.get("content") is not None and (
+        args.get("old_text") is not None or args.get("new_text") is not None
+    ):
+        raise UsageError("pass either content or old_text with new_text, not both.")
+    if (args.get("old_text") is None) != (args.get("new_text") is None):
+        raise UsageError("old_text and new_text go together: pass both (new_text may be empty).")
 
 
 def revise(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, Any]:

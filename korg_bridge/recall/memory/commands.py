@@ -278,12 +278,15 @@ def memories_cmd(args: dict[str, Any]) -> int:
             _print(approve(store, ctx, args["approve"]))
         return 0
     scopes = ctx.scopes_for(args.get("scope"))
+    from korg_bridge.recall.memory import listing
+
+    listing.parse_cursor(args.get("cursor"))
     if not _exists():
         if args.get("ids"):
             raise UsageError("no memories yet: the memory store does not exist. Remember something first.")
         _print({"scopes": list(scopes), "total": 0, "shown": 0, "lines": [], "next_cursor": None})
         return 0
-    from korg_bridge.recall.memory import listing, oplog
+    from korg_bridge.recall.memory import oplog
     from korg_bridge.recall.memory.sync import sync_mirror
 
     with _open() as store:

@@ -19,7 +19,7 @@ from korg_bridge.recall.memory.records import Version, check_id, iso
 from korg_bridge.recall.memory.safety import age_label, escape_body
 from korg_bridge.recall.memory.store import Store, lineage, links_of, select_versions
 
-__all__ = ["LINE_MAX", "index_lines", "line_of", "read_full"]
+__all__ = ["LINE_MAX", "index_lines", "line_of", "parse_cursor", "read_full"]
 
 LINE_MAX = 150
 CHARS_PER_TOKEN = 4
@@ -61,6 +61,21 @@ def _where(scopes: Sequence[str], kind: str | None, states: Sequence[str]) -> tu
     return " AND ".join(clauses), params
 
 
+def parse_cursor(cursor: str | None) -> int:
+    """The offset a ``next_cursor`` stands for.
+
+    Raises:
+        UsageError: not a cursor this module returned.
+    """
+    try:
+        offset = int(cursor) if cursor else 0
+    except ValueError:
+        offset = -1
+    if offset < 0:
+        raise UsageError(f"bad cursor {cursor!r}: pass the next_cursor of a previous memories call.")
+    return offset
+
+
 def index_lines(
     store: Store,
     *,
@@ -79,12 +94,7 @@ def index_lines(
     Raises:
         UsageError: a cursor that is not one this returned.
     """
-    try:
-        offset = int(cursor) if cursor else 0
-    except ValueError:
-        offset = -1
-    if offset < 0:
-        raise UsageError(f"bad cursor {cursor!r}: pass the next_cursor of a previous memories call.")
+    offset = parse_cursor(cursor)
     states = ("pending",) if pending else (("live", "retired") if include_retired else ("live",))
     where, params = _where(scopes, kind, states)
     with store.reading() as conn:

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FORGET_SCHEMA", "MEMORIES_SCHEMA", "REMEMBER_SCHEMA", "REVISE_SCHEMA", "register"]
 
-_ID: dict[str, Any] = {"type": "string", "pattern": "^m[a-z2-7]{10}$"}
+_ID: dict[str, Any] = {"type": "string"}
+"""A memory id (``m`` and 10 base32 characters); checked by the handlers, whose message says what
+an id looks like and where to find one (a schema ``pattern`` would only quote a regex)."""
 _SCOPE: dict[str, Any] = {
     "type": "string",
     "description": (

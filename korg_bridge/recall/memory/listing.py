@@ -28,7 +28,7 @@ IDS_MAX = 20
 
 
 def line_of(version: Version, now: float, project: str) -> str:
-    """One index line: ``m3x7k2p9qa project 3d Tests need make db first [pinned]``."""
+    """One index line: ``m3x7k2p9qaz project 3d Tests need make db first [pinned]``."""
     flags = [
         flag
         for flag, on in (

@@ -62,7 +62,7 @@ def check_id(value: str) -> str:
     text = value.strip()
     if not _ID.match(text):
         raise UsageError(
-            f"invalid memory id {value!r}: ids look like m3x7k2p9qa. List them with `korg-recall memories`."
+            f"invalid memory id {value!r}: ids look like m3x7k2p9qaz. List them with `korg-recall memories`."
         )
     return text
 

@@ -52,8 +52,14 @@ def test_an_unknown_id_before_anything_was_remembered_creates_no_store(repo: Pat
     assert not store.parent.exists()
 
 
-def test_a_malformed_id_is_refused_by_the_schema(repo: Path) -> None:
-    failed(run("revise", "--id", "../etc", "--content", "x", cwd=repo), 2, "does not match")
+def test_a_malformed_id_is_refused_saying_what_an_id_looks_like(repo: Path) -> None:
+    remember(repo)
+    failed(
+        run("revise", "--id", "../etc", "--content", "x", cwd=repo),
+        2,
+        "invalid memory id '../etc': ids look like",
+    )
+    failed(run("memories", "--ids", "m1", cwd=repo), 2, "invalid memory id 'm1'")
 
 
 def test_old_text_must_occur_exactly_once(repo: Path) -> None:

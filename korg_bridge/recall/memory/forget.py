@@ -29,9 +29,10 @@ from typing import Any
 from korg_bridge.errors import ConfigError, UsageError
 from korg_bridge.recall.memory import mirror, oplog
 from korg_bridge.recall.memory.records import Version, check_id, iso
+from korg_bridge.recall.memory.rows import head, meta, update_head
 from korg_bridge.recall.memory.scopes import ENV_WRITES, Context
 from korg_bridge.recall.memory.search import FORGET_MAX, forget_matches
-from korg_bridge.recall.memory.store import Store, head, meta, update_head
+from korg_bridge.recall.memory.store import Store
 from korg_bridge.recall.memory.sync import sync_mirror
 from korg_bridge.recall.memory.vectors import drop_vectors
 from korg_bridge.recall.memory.writes import finish

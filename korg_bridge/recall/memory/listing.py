@@ -16,8 +16,9 @@ from typing import Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory.records import Version, check_id, iso
+from korg_bridge.recall.memory.rows import lineage, links_of, select_versions
 from korg_bridge.recall.memory.safety import age_label, escape_body
-from korg_bridge.recall.memory.store import Store, lineage, links_of, select_versions
+from korg_bridge.recall.memory.store import Store
 
 __all__ = ["LINE_MAX", "index_lines", "line_of", "parse_cursor", "read_full"]
 

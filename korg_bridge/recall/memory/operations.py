@@ -24,8 +24,9 @@ from korg_bridge.recall.memory.drafts import checked_key, checked_tags, checked_
 from korg_bridge.recall.memory.normalize import title_of
 from korg_bridge.recall.memory.policy import SCOPE_SOFT_CAP, decide
 from korg_bridge.recall.memory.records import Version, check_id, iso, user_time
+from korg_bridge.recall.memory.rows import add_link, head, pending_proposal, supersede, update_head
 from korg_bridge.recall.memory.scopes import ENV_WRITES, Context
-from korg_bridge.recall.memory.store import Store, add_link, head, pending_proposal, supersede, update_head
+from korg_bridge.recall.memory.store import Store
 from korg_bridge.recall.memory.sync import sync_mirror
 from korg_bridge.recall.memory.vectors import embed_text, semantic_check, store_vector
 from korg_bridge.recall.memory.writes import add_version, apply_decision, finish, live_count

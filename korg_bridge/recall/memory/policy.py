@@ -29,7 +29,7 @@ from korg_bridge.errors import UsageError
 from korg_bridge.recall.fts import STOPWORDS
 from korg_bridge.recall.memory.normalize import differences, jaccard, word_set, words
 from korg_bridge.recall.memory.records import Version
-from korg_bridge.recall.memory.store import head, select_versions
+from korg_bridge.recall.memory.rows import head, select_versions
 
 __all__ = [
     "CANDIDATES_SQL",

@@ -25,8 +25,8 @@ from typing import Any
 
 from korg_bridge.recall.fts import query_terms
 from korg_bridge.recall.memory.records import Version, age_days, iso
+from korg_bridge.recall.memory.rows import head, lineage, select_versions
 from korg_bridge.recall.memory.safety import age_label, render_block
-from korg_bridge.recall.memory.store import head, lineage, select_versions
 
 __all__ = [
     "FORGET_MAX",

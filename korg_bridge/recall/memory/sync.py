@@ -31,8 +31,9 @@ from korg_bridge.recall.memory.drafts import checked_tags, prepare_text, title_f
 from korg_bridge.recall.memory.mirror import Change
 from korg_bridge.recall.memory.policy import Draft, decide
 from korg_bridge.recall.memory.records import MEMORY_TYPES, check_id
+from korg_bridge.recall.memory.rows import head
 from korg_bridge.recall.memory.scopes import Context
-from korg_bridge.recall.memory.store import Store, head
+from korg_bridge.recall.memory.store import Store
 from korg_bridge.recall.memory.writes import add_version, apply_decision
 
 __all__ = ["sync_mirror"]

@@ -22,8 +22,9 @@ from korg_bridge.errors import KorgError
 from korg_bridge.recall.memory import mirror, oplog
 from korg_bridge.recall.memory.policy import Decision, Draft
 from korg_bridge.recall.memory.records import Version, iso, new_id
+from korg_bridge.recall.memory.rows import insert_version, next_version, supersede, update_head
 from korg_bridge.recall.memory.scopes import Context
-from korg_bridge.recall.memory.store import Store, insert_version, next_version, supersede, update_head
+from korg_bridge.recall.memory.store import Store
 
 __all__ = ["add_version", "apply_decision", "finish", "provenance_entry"]
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.memory.records import Version, iso, parse_iso
+from korg_bridge.recall.memory.rows import add_link, insert_version
 from korg_bridge.recall.memory.search import forget_matches, match_sql, search_memories
-from korg_bridge.recall.memory.store import Store, add_link, insert_version
+from korg_bridge.recall.memory.store import Store
 
 NOW = parse_iso("2026-06-01T12:00:00Z")
 DAY = 86_400.0

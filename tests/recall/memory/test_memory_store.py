@@ -10,15 +10,9 @@ import pytest
 
 from korg_bridge.errors import ConfigError
 from korg_bridge.recall.memory.records import Version, new_id
+from korg_bridge.recall.memory.rows import head, insert_version, lineage
 from korg_bridge.recall.memory.schema import MIGRATIONS, TABLES
-from korg_bridge.recall.memory.store import (
-    Store,
-    default_store_path,
-    head,
-    insert_version,
-    lineage,
-    newest_backup,
-)
+from korg_bridge.recall.memory.store import Store, default_store_path, newest_backup
 from korg_bridge.recall.migrations import migrate
 
 

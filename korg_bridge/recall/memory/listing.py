@@ -12,15 +12,16 @@ memory.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory.records import Version, check_id, iso
-from korg_bridge.recall.memory.rows import lineage, links_of, select_versions
+from korg_bridge.recall.memory.rows import lineage, links_of
 from korg_bridge.recall.memory.safety import age_label, escape_body
 from korg_bridge.recall.memory.store import Store
 
-__all__ = ["LINE_MAX", "index_lines", "line_of", "parse_cursor", "read_full"]
+__all__ = ["LINE_MAX", "index_lines", "line_of", "listing_sql", "parse_cursor", "read_full"]
 
 LINE_MAX = 150
 CHARS_PER_TOKEN = 4
@@ -28,7 +29,7 @@ CHARS_PER_TOKEN = 4
 IDS_MAX = 20
 
 
-def line_of(version: Version, now: float, project: str) -> str:
+def line_of(version: Version | _Line, now: float, project: str) -> str:
     """One index line: ``m3x7k2p9qaz project 3d Tests need make db first [pinned]``."""
     flags = [
         flag
@@ -49,19 +50,6 @@ def line_of(version: Version, now: float, project: str) -> str:
     return (head + title + tail)[:LINE_MAX]
 
 
-def _where(scopes: Sequence[str], kind: str | None, states: Sequence[str]) -> tuple[str, list[Any]]:
-    clauses = [
-        f"scope IN ({', '.join('?' * len(scopes))})",
-        "superseded_by IS NULL",
-        f"state IN ({', '.join('?' * len(states))})",
-    ]
-    params: list[Any] = [*scopes, *states]
-    if kind:
-        clauses.append("type = ?")
-        params.append(kind)
-    return " AND ".join(clauses), params
-
-
 def parse_cursor(cursor: str | None) -> int:
     """The offset a ``next_cursor`` stands for.
 
@@ -75,6 +63,42 @@ def parse_cursor(cursor: str | None) -> int:
     if offset < 0:
         raise UsageError(f"bad cursor {cursor!r}: pass the next_cursor of a previous memories call.")
     return offset
+
+
+_LINE_COLUMNS = "id, type, scope, title, recorded_at, pinned, trust, conflict, state, expires_at"
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    """The columns an index line shows (no body: a listing reads a few bytes per memory)."""
+
+    id: str
+    type: str
+    scope: str
+    title: str
+    recorded_at: str
+    pinned: bool
+    trust: str
+    conflict: bool
+    state: str
+    expires_at: str | None
+
+
+def listing_sql(scope_count: int, *, states: int, kind: bool, tag: bool, hide_expired: bool) -> str:
+    """``WHERE`` of an index listing: heads in the scopes and states, optionally of one type, with
+    one tag, unexpired. Params: scopes, states, type, tag, now (those that apply), in that order."""
+    clauses = [
+        f"scope IN ({', '.join('?' * scope_count)})",
+        "superseded_by IS NULL",
+        f"state IN ({', '.join('?' * states)})",
+    ]
+    if kind:
+        clauses.append("type = ?")
+    if tag:
+        clauses.append("EXISTS (SELECT 1 FROM json_each(memory.tags) WHERE json_each.value = ?)")
+    if hide_expired:
+        clauses.append("(expires_at IS NULL OR expires_at > ?)")
+    return " AND ".join(clauses)
 
 
 def index_lines(
@@ -97,41 +121,61 @@ def index_lines(
     """
     offset = parse_cursor(cursor)
     states = ("pending",) if pending else (("live", "retired") if include_retired else ("live",))
-    where, params = _where(scopes, kind, states)
+    hide_expired = not include_retired and not pending
+    where = listing_sql(
+        len(scopes), states=len(states), kind=bool(kind), tag=bool(tag), hide_expired=hide_expired
+    )
+    params: list[Any] = [*scopes, *states, *([kind] if kind else []), *([tag] if tag else [])]
+    params += [iso(now)] if hide_expired else []
+    # No line is shorter than ~20 characters (5+ tokens), so this many rows always fill the budget.
+    room = budget_tokens // 5 + 1
     with store.reading() as conn:
-        versions = select_versions(conn, f"{where} ORDER BY pinned DESC, recorded_at DESC, id", params)
-    now_iso = iso(now)
-    if not include_retired and not pending:
-        versions = [v for v in versions if v.expires_at is None or v.expires_at > now_iso]
-    if tag:
-        versions = [v for v in versions if tag in v.tags]
+        total = conn.execute(f"SELECT count(*) FROM memory WHERE {where}", params).fetchone()[0]
+        rows = conn.execute(
+            f"SELECT {_LINE_COLUMNS} FROM memory WHERE {where} ORDER BY pinned DESC, recorded_at DESC, id "
+            "LIMIT ? OFFSET ?",
+            (*params, room, offset),
+        ).fetchall()
+        waiting = 0
+        if not pending:
+            marks = ", ".join("?" * len(scopes))
+            waiting = conn.execute(
+                f"SELECT count(*) FROM memory WHERE scope IN ({marks}) AND superseded_by IS NULL "
+                "AND state = 'pending'",
+                tuple(scopes),
+            ).fetchone()[0]
     lines: list[str] = []
     spent = 0
-    position = offset
-    for version in versions[offset:]:
-        line = line_of(version, now, project)
+    for row in rows:
+        memory_id, kind_, scope, title, recorded_at, pinned, trust, conflict, state, expires_at = row
+        shown = _Line(
+            memory_id,
+            kind_,
+            scope,
+            title,
+            recorded_at,
+            bool(pinned),
+            trust,
+            bool(conflict),
+            state,
+            expires_at,
+        )
+        line = line_of(shown, now, project)
         cost = len(line) // CHARS_PER_TOKEN + 1
         if lines and spent + cost > budget_tokens:
             break
         lines.append(line)
         spent += cost
-        position += 1
+    position = offset + len(lines)
     result: dict[str, Any] = {
         "scopes": list(scopes),
-        "total": len(versions),
+        "total": total,
         "shown": len(lines),
         "lines": lines,
-        "next_cursor": str(position) if position < len(versions) else None,
+        "next_cursor": str(position) if position < total else None,
     }
-    if not pending:
-        with store.reading() as conn:
-            marks = ", ".join("?" * len(scopes))
-            waiting = conn.execute(
-                f"SELECT count(*) FROM memory WHERE scope IN ({marks}) AND superseded_by IS NULL AND state = 'pending'",
-                tuple(scopes),
-            ).fetchone()[0]
-        if waiting:
-            result["pending"] = waiting
+    if waiting:
+        result["pending"] = waiting
     return result
 
 

@@ -47,6 +47,8 @@ MIRROR_NAME = "memories"
 TMP_NAME = ".korg-tmp"
 STALE_TMP_S = 600.0
 """A temp file older than this was left by a killed process (a write takes milliseconds)."""
+WRITE_BATCH = 64
+"""Memories whose files one call writes or removes at most (a few ms each, fsync included)."""
 MAX_FILE_BYTES = 64 * 1024
 """Bigger files are not read (a memory is at most 8 KB); they are reported as unparseable."""
 
@@ -79,7 +81,8 @@ def read_file(path: Path) -> tuple[bytes, FileState] | None:
 
 
 def write_atomic(root: Path, rel: str, text: str) -> FileState:
-    """Write ``root/rel`` atomically: a temp file in ``root/.korg-tmp``, fsync, rename.
+    """Write ``root/rel`` atomically: a temp file in ``root/.korg-tmp``, fsync, rename (the
+    caller fsyncs the folder once it has written all its files).
 
     Raises:
         OSError: the folder cannot be made or the file written.
@@ -99,7 +102,6 @@ def write_atomic(root: Path, rel: str, text: str) -> FileState:
     finally:
         os.close(fd)
     os.replace(tmp, target)
-    _fsync_dir(target.parent)
     info = os.stat(target)
     return FileState(info.st_size, info.st_mtime_ns, _sha(data))
 
@@ -167,25 +169,10 @@ class Change:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _known(
-    conn: sqlite3.Connection, scope: str
-) -> dict[str, tuple[str | None, int | None, str, int, int, str]]:
-    return {
-        path: (mid, version, origin, size, mtime_ns, sha)
-        for path, mid, version, origin, size, mtime_ns, sha in conn.execute(
-            "SELECT path, id, version, origin, size, mtime_ns, sha256 FROM mirror_files WHERE scope = ?",
-            (scope,),
-        )
-    }
-
-
-def _listing(folder: Path) -> set[str]:
+def _listing(folder: str) -> set[str]:
+    """Names of the Markdown files in ``folder`` (hidden ones and temp files left out)."""
     try:
-        return {
-            entry.name
-            for entry in os.scandir(folder)
-            if entry.name.endswith(".md") and not entry.name.startswith(".") and entry.is_file()
-        }
+        return {name for name in os.listdir(folder) if name.endswith(".md") and not name.startswith(".")}
     except OSError:
         return set()
 
@@ -202,48 +189,31 @@ def _parsed(data: bytes, state: FileState) -> tuple[Parsed | None, str | None]:
 
 
 def detect(conn: sqlite3.Connection, root: Path, scopes: Iterable[str]) -> list[Change]:
-    """Every change in the scope folders of ``scopes`` since ``mirror_files`` was last updated."""
+    """Every change in the scope folders of ``scopes`` since ``mirror_files`` was last updated.
+
+    One ``stat`` per known file and one listing per folder; only a file whose size or mtime
+    moved is read (and hashed).
+    """
     changes: list[Change] = []
+    root_text = str(root)
     for scope in scopes:
         sub = mirror_dir_of(scope)
-        known = _known(conn, scope)
-        on_disk = _listing(root / sub)
-        for path, (mid, version, origin, size, mtime_ns, sha) in known.items():
-            name = path.rsplit("/", 1)[-1]
-            if name not in on_disk:
-                changes.append(Change("vanished", path, scope, origin=origin, memory_id=mid))
-                continue
+        known_names: set[str] = set()
+        moved: list[str] = []
+        for path, size, mtime_ns in conn.execute(
+            "SELECT path, size, mtime_ns FROM mirror_files WHERE scope = ?", (scope,)
+        ):
+            known_names.add(path[path.rfind("/") + 1 :])
             try:
-                info = os.stat(root / path)
+                info = os.stat(os.path.join(root_text, path))
             except OSError:
-                changes.append(Change("vanished", path, scope, origin=origin, memory_id=mid))
+                moved.append(path)
                 continue
-            if info.st_size == size and info.st_mtime_ns == mtime_ns:
-                continue
-            found = read_file(root / path)
-            if found is None:
-                changes.append(Change("vanished", path, scope, origin=origin, memory_id=mid))
-                continue
-            data, state = found
-            if state.sha256 == sha:
-                changes.append(Change("touched", path, scope, state=state, origin=origin, memory_id=mid))
-                continue
-            parsed, error = _parsed(data, state)
-            changes.append(
-                Change(
-                    "edited",
-                    path,
-                    scope,
-                    state=state,
-                    origin=origin,
-                    memory_id=mid,
-                    recorded_version=version,
-                    parsed=parsed,
-                    error=error,
-                )
-            )
-        known_names = {path.rsplit("/", 1)[-1] for path in known}
-        for name in sorted(on_disk - known_names):
+            if info.st_size != size or info.st_mtime_ns != mtime_ns:
+                moved.append(path)
+        for path in moved:
+            changes.append(_look_again(conn, root, path, scope))
+        for name in sorted(_listing(os.path.join(root_text, sub)) - known_names):
             found = read_file(root / sub / name)
             if found is None:
                 continue
@@ -251,6 +221,33 @@ def detect(conn: sqlite3.Connection, root: Path, scopes: Iterable[str]) -> list[
             parsed, error = _parsed(data, state)
             changes.append(Change("new", f"{sub}/{name}", scope, state=state, parsed=parsed, error=error))
     return changes
+
+
+def _look_again(conn: sqlite3.Connection, root: Path, path: str, scope: str) -> Change:
+    """What happened to a known file whose stat moved (or that is gone)."""
+    mid, version, origin, sha = conn.execute(
+        "SELECT id, version, origin, sha256 FROM mirror_files WHERE path = ?", (path,)
+    ).fetchone()
+    found = read_file(root / path)
+    if found is None:
+        return Change("vanished", path, scope, origin=origin, memory_id=mid)
+    data, state = found
+    if state.sha256 == sha:
+        return Change(
+            "touched", path, scope, state=state, origin=origin, memory_id=mid, recorded_version=version
+        )
+    parsed, error = _parsed(data, state)
+    return Change(
+        "edited",
+        path,
+        scope,
+        state=state,
+        origin=origin,
+        memory_id=mid,
+        recorded_version=version,
+        parsed=parsed,
+        error=error,
+    )
 
 
 def record(
@@ -277,18 +274,12 @@ def forget_path(conn: sqlite3.Connection, path: str) -> None:
 # --- bringing files in line with the store -----------------------------------------------------
 
 
-def _plan(conn: sqlite3.Connection, scopes: Sequence[str] | None, ids: Sequence[str] | None) -> list[Any]:
-    """What :func:`reconcile` has to do: heads whose file is missing or stale, files of our own
-    whose memory is no longer live."""
+def _plan(conn: sqlite3.Connection, ids: Sequence[str]) -> list[Any]:
+    """What :func:`reconcile` has to do for ``ids``: heads whose file is missing or stale, files
+    of our own whose memory is no longer live."""
     from korg_bridge.recall.memory.rows import select_versions
 
-    if ids is not None:
-        marks = ", ".join("?" * len(ids))
-        where, params = f"id IN ({marks})", list(ids)
-    else:
-        assert scopes is not None
-        marks = ", ".join("?" * len(scopes))
-        where, params = f"scope IN ({marks})", list(scopes)
+    where, params = f"id IN ({', '.join('?' * len(ids))})", list(ids)
     heads = {
         v.id: v
         for v in select_versions(conn, f"{where} AND superseded_by IS NULL AND state = 'live'", params)
@@ -325,23 +316,30 @@ def _plan(conn: sqlite3.Connection, scopes: Sequence[str] | None, ids: Sequence[
     return work
 
 
-def reconcile(
-    store: Any, *, scopes: Sequence[str] | None = None, ids: Sequence[str] | None = None
-) -> list[str]:
-    """Write the file of every live head that lacks an up-to-date one and remove files of our own
-    whose memory is no longer live (or moved). Returns problems worth a warning.
+def reconcile(store: Any, *, ids: Sequence[str] | None = None) -> list[str]:
+    """Bring the files of ``ids`` (default: the memories queued in ``mirror_dirty``) in line with
+    the store: write the file of a live head that lacks an up-to-date one, remove files of our
+    own whose memory is no longer live. Returns problems worth a warning.
 
-    Holds the store's write lock only when there is something to do.
+    The queue is written by the same transactions that change a memory, so a process killed
+    between its commit and its files leaves the work for the next one, and a settled mirror
+    costs one indexed read. At most :data:`WRITE_BATCH` queued memories per call: after an
+    import of thousands the files appear over the next calls instead of stalling one (and every
+    writer waiting on it). Holds the store's write lock only when there is something to do.
     """
     root: Path = store.folder / MIRROR_NAME
-    if not _plan(store.conn, scopes, ids):
+    if ids is None and store.conn.execute("SELECT 1 FROM mirror_dirty LIMIT 1").fetchone() is None:
         return []
     problems: list[str] = []
+    folders: set[Path] = set()
     with store.write() as conn:
-        for step in _plan(conn, scopes, ids):
+        if ids is None:
+            ids = [row[0] for row in conn.execute("SELECT id FROM mirror_dirty LIMIT ?", (WRITE_BATCH,))]
+        for step in _plan(conn, ids):
             if step[0] == "write":
                 _, head, want, rows = step
                 problem = _write_head(conn, root, head, want)
+                folders.add((root / want).parent)
                 if problem:
                     problems.append(problem)
                     continue
@@ -355,6 +353,10 @@ def reconcile(
                     problems.append(
                         f"{root / path} was edited by hand after its memory changed; left as it is"
                     )
+        # Done, or reported once: a problem left queued would warn on every call until fixed.
+        conn.executemany("DELETE FROM mirror_dirty WHERE id = ?", [(mid,) for mid in ids])
+    for folder in folders:  # once per folder, not once per file: the new names become durable
+        _fsync_dir(folder)
     return problems
 
 

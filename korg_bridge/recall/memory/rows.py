@@ -20,6 +20,7 @@ __all__ = [
     "insert_version",
     "lineage",
     "links_of",
+    "mark_dirty",
     "meta",
     "next_version",
     "pending_proposal",
@@ -38,6 +39,7 @@ def insert_version(conn: sqlite3.Connection, version: Version) -> Version:
     Returns it with ``rowid`` set. Lossless import writes through here too.
     """
     cursor = conn.execute(_INSERT, version.to_row())
+    mark_dirty(conn, version.id)
     version.rowid = cursor.lastrowid
     if version.state != "purged":
         conn.execute(
@@ -91,6 +93,7 @@ def supersede(
         f"WHERE id = ? AND superseded_by IS NULL AND version <> ?{extra}",
         (by, at, memory_id, by),
     )
+    mark_dirty(conn, memory_id)
 
 
 def update_head(conn: sqlite3.Connection, version: Version, **changes: object) -> None:
@@ -115,6 +118,8 @@ def update_head(conn: sqlite3.Connection, version: Version, **changes: object) -
         f"UPDATE memory SET {assignments} WHERE rowid = ?",
         (*(row[name] for name in changes), version.rowid),
     )
+    if {"state", "superseded_by"} & set(changes):  # provenance and use do not show in the file
+        mark_dirty(conn, version.id)
 
 
 def add_link(conn: sqlite3.Connection, src: str, dst: str, kind: str, at: str) -> None:
@@ -141,3 +146,8 @@ def links_of(conn: sqlite3.Connection, ids: Sequence[str]) -> list[tuple[str, st
 def meta(conn: sqlite3.Connection, key: str) -> str | None:
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     return None if row is None else str(row[0])
+
+
+def mark_dirty(conn: sqlite3.Connection, memory_id: str) -> None:
+    """Queue ``memory_id`` for its mirror file (in the caller's transaction; see mirror.reconcile)."""
+    conn.execute("INSERT OR IGNORE INTO mirror_dirty (id) VALUES (?)", (memory_id,))

@@ -123,6 +123,14 @@ MIGRATIONS: list[Migration] = [
     ),
     ("m002_memory_fts", _create_fts),
     ("m003_forget_secret", _create_secret),
+    (
+        "m004_mirror_dirty",
+        (
+            # Memories whose mirror file may be out of date, queued by the transaction that changed
+            # them and cleared once the file is written or removed (see mirror.reconcile).
+            "CREATE TABLE mirror_dirty (id TEXT PRIMARY KEY)",
+        ),
+    ),
 ]
 
 TABLES = frozenset(
@@ -135,6 +143,7 @@ TABLES = frozenset(
         "mirror_files",
         "oplog_pending",
         "meta",
+        "mirror_dirty",
     }
 )
 """Tables a store opened by this version must have."""

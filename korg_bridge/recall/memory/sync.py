@@ -31,7 +31,7 @@ from korg_bridge.recall.memory.drafts import checked_tags, prepare_text, title_f
 from korg_bridge.recall.memory.mirror import Change
 from korg_bridge.recall.memory.policy import Draft, decide
 from korg_bridge.recall.memory.records import MEMORY_TYPES, check_id
-from korg_bridge.recall.memory.rows import head
+from korg_bridge.recall.memory.rows import head, mark_dirty
 from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.store import Store
 from korg_bridge.recall.memory.writes import add_version, apply_decision
@@ -68,7 +68,7 @@ def sync_mirror(store: Store, ctx: Context, scopes: Iterable[str]) -> list[str]:
         if problem:
             logger.warning("memory mirror: %s", problem)
             problems.append(problem)
-    problems.extend(mirror.reconcile(store, scopes=wanted))
+    problems.extend(mirror.reconcile(store))
     return problems
 
 
@@ -80,6 +80,8 @@ def _apply(store: Store, ctx: Context, root: Path, change: Change) -> str | None
                 return None  # another process took this change in already
         if change.kind == "vanished":
             mirror.forget_path(conn, change.path)
+            if change.memory_id:
+                mark_dirty(conn, change.memory_id)  # its memory may need a file again
             return None
         assert change.state is not None
         if change.kind == "touched":

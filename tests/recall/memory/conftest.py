@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _memory import git_repo, store_file
+
+from ._memory import git_repo, store_file
 
 
 @pytest.fixture(autouse=True)

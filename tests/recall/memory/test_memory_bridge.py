@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 from _bridge_client import Bridge, open_bridge, text_of
-from _memory import dump, git_repo, ok, rows, run, tree_bytes
 from _sqlite import connect
+
+from ._memory import dump, git_repo, ok, rows, run, tree_bytes
 
 pytestmark = pytest.mark.anyio
 

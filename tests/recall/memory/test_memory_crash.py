@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _memory import git_repo, korg_recall, ok, rows, run
+
+from ._memory import git_repo, korg_recall, ok, rows, run
 
 ITERATIONS = 200
 LANES = 4

@@ -9,7 +9,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from _memory import failed, git_repo, ok, run
+
+from ._memory import failed, git_repo, ok, run
 
 
 @pytest.fixture

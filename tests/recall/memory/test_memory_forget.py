@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _memory import answer, call, rows
 
 from korg_bridge.recall.memory import forget, search
+
+from ._memory import answer, call, rows
 
 
 def remember(capsys: pytest.CaptureFixture[str], text: str) -> str:

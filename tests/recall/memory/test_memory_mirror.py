@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _memory import answer, call, rows
 
 from korg_bridge.recall.memory.mirror import FrontMatterError, parse, render
 from korg_bridge.recall.memory.records import Version
+
+from ._memory import answer, call, rows
 
 
 def mirror_of(store: Path) -> Path:

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from _memory import answer, ok, rows, run
 from _sqlite import connect
+
+from ._memory import answer, ok, rows, run
 
 
 def log_of(store: Path) -> Path:

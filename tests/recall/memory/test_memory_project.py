@@ -7,9 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from _memory import git_repo
-
 from korg_bridge.recall.project import find_git_root, project_root
+
+from ._memory import git_repo
 
 
 def test_a_subfolder_belongs_to_its_repository(tmp_path: Path) -> None:

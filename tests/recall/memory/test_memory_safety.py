@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _memory import answer, call, failed, ok, rows, run
 
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.safety import escape_body, injection_signs, render_block
+
+from ._memory import answer, call, failed, ok, rows, run
 
 
 def remember(capsys: pytest.CaptureFixture[str], text: str, *flags: str) -> dict[str, object]:

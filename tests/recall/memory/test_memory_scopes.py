@@ -8,9 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _memory import failed, git_repo, ok, run
 
 from korg_bridge.recall.project import project_root
+
+from ._memory import failed, git_repo, ok, run
 
 
 def lines(cwd: Path, *flags: str) -> list[str]:

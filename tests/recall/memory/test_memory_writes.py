@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _memory import answer, call, rows
 
 from korg_bridge.recall.memory import operations
+
+from ._memory import answer, call, rows
 
 
 def remember(

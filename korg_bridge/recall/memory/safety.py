@@ -36,18 +36,23 @@ STALE_DAYS = 14
 """Older memories render "as of DATE": the agent should check before relying on them."""
 
 
+def _redactor() -> Any:
+    """The redactor module: the one line to change when it moves to ``korg_bridge.redact``."""
+    from korg_bridge.recall import redact
+
+    return redact
+
+
 def redact_text(text: str) -> tuple[str, int]:
     """``text`` with recognisable secrets replaced by ``[redacted]``, and how many there were."""
-    from korg_bridge.recall.redact import redact
-
-    return redact(text)
+    result: tuple[str, int] = _redactor().redact(text)
+    return result
 
 
 def redact_value(value: Any) -> tuple[Any, int]:
     """A JSON value with every string redacted, and the number of secrets."""
-    from korg_bridge.recall.redact import redact_value as redact_json
-
-    return redact_json(value)
+    result: tuple[Any, int] = _redactor().redact_value(value)
+    return result
 
 
 _OVERRIDE = re.compile(

@@ -231,6 +231,11 @@ def _check_names(entry: dict[str, Any]) -> None:
     violation = best_match(_callable_validator().iter_errors(entry))
     if violation is not None:
         raise DocumentError(f"{json_path(('callable', *violation.absolute_path))}: {violation.message}")
+    if entry.get("cli_only") is True:
+        # A person's act at a terminal (approving, restoring): never a tool a model can call.
+        # ``surfaces: ["cli"]`` alone does not say this: the ecosystem's binaries list only
+        # ``cli`` on the very callables the bridge exists to serve.
+        raise DocumentError("offered on the cli surface only")
     schema: dict[str, Any] = entry["input_schema"]
     if schema.get("type") != "object":
         raise DocumentError(f"input_schema must have type 'object', got {schema.get('type')!r}")

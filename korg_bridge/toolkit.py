@@ -68,13 +68,27 @@ class Command:
     extra: dict[str, Any] = field(default_factory=dict)
     positional: str | None = None
     """A property also given as bare words on the command line (never by the bridge)."""
+    surfaces: tuple[str, ...] = ("cli", "mcp")
+    """Where the callable is offered. Without ``mcp`` the entry also says ``cli_only: true``, the
+    marker the bridge honours (``surfaces`` alone is informational: see docs/introspect-v1.md)."""
+    cli_properties: dict[str, Any] = field(default_factory=dict)
+    """Flags only the command line takes (JSON Schema properties kept out of ``input_schema``, so
+    no tool call can pass them): acts reserved for a person at a terminal."""
+
+    def cli_schema(self) -> dict[str, Any]:
+        """``input_schema`` plus :attr:`cli_properties`: what the command line parses and checks."""
+        if not self.cli_properties:
+            return self.input_schema
+        props = {**(self.input_schema.get("properties") or {}), **self.cli_properties}
+        return {**self.input_schema, "properties": props}
 
     def to_document(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "command_id": self.command_id,
             "name": self.name,
             "description": self.description,
-            "surfaces": ["cli", "mcp"],
+            "surfaces": list(self.surfaces),
+            **({} if "mcp" in self.surfaces else {"cli_only": True}),
             "input_schema": self.input_schema,
             "capabilities": self.capabilities,
         }
@@ -334,13 +348,18 @@ class Toolkit:
         long_running: bool = False,
         extra: Mapping[str, Any] | None = None,
         positional: str | None = None,
+        surfaces: Sequence[str] = ("cli", "mcp"),
+        cli_properties: Mapping[str, Any] | None = None,
         **capabilities: Any,
     ) -> Callable[[Handler], Handler]:
         """Declare a callable; the decorated function receives the parsed arguments
         (schema defaults filled in) and returns an exit code.
 
         ``positional`` names a string or array property that the command line
-        also takes as bare words (see the module docstring).
+        also takes as bare words (see the module docstring). ``surfaces=["cli"]``
+        declares a command-line-only callable (marked ``cli_only``: the bridge does
+        not serve it); ``cli_properties`` are flags the command line takes but
+        ``input_schema`` leaves out.
 
         Raises:
             ValueError: ``positional`` is not a string or array property, or the
@@ -377,6 +396,8 @@ class Toolkit:
                     handler=handler,
                     extra=dict(extra or {}),
                     positional=positional,
+                    surfaces=tuple(surfaces),
+                    cli_properties=dict(cli_properties or {}),
                 )
             )
             return handler
@@ -429,7 +450,7 @@ class Toolkit:
                 )
                 parsers[prefix] = child
             leaf = parsers[path]
-            add_schema_arguments(leaf, command.input_schema)
+            add_schema_arguments(leaf, command.cli_schema())
             if command.positional is not None:
                 leaf.add_argument(
                     "_positional",
@@ -462,7 +483,7 @@ class Toolkit:
             if extra:
                 raise UsageError(f"{'; '.join(_unknown_words(extra, ()))}. See '{self.binary} --help'.")
             raise UsageError(f"missing command. See '{self.binary} --help'.")
-        schema = command.input_schema
+        schema = command.cli_schema()
         props = schema.get("properties") or {}
         raw = {name: getattr(namespace, name) for name in props if getattr(namespace, name, None) is not None}
         bare: list[str] = getattr(namespace, "_positional", None) or []

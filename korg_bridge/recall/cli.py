@@ -484,5 +484,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return kit.main(argv)
 
 
+from korg_bridge.recall.memory.commands import register as _register_memory  # noqa: E402
+
+_register_memory(kit)  # remember, revise, forget, memories, restore (korg_bridge/recall/memory/)
+
+
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

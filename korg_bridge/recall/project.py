@@ -1,82 +1,102 @@
-"""Which project a working directory belongs to: the canonical root of its git repository.
+"""Which project a directory belongs to: the canonical root of its git repository.
 
-A hit is judged by where it happened, and "where" must be the same for every
-session of one repository: the session's ``cwd`` may be a subfolder, a
-symlinked path, or a ``git worktree`` of it. So a project is the
-repository's main working tree, found by walking up from the ``cwd`` to a
-``.git``:
+Memories in the ``project`` scope must follow the repository, not the
+directory an agent happened to start in: ``src/`` and the repository's top
+are one project, and so are a repository's worktrees (``git worktree add``),
+which otherwise look like unrelated folders. :func:`project_root` answers
+from the file system alone (no ``git`` subprocess: a fresh korg-recall per
+tool call cannot pay ~5 ms for it, and git may not be installed).
 
-* a ``.git`` folder: its parent is the project;
-* a ``.git`` file (a worktree or a submodule) says ``gitdir: <path>``; a
-  worktree's git dir holds a ``commondir`` file pointing at the main
-  repository's git dir, whose parent is the project (so all worktrees of one
-  repository share it); a submodule's has none, and is its own project.
+* A ``.git`` **folder** marks an ordinary repository: its parent is the root.
+* A ``.git`` **file** (``gitdir: <path>``) marks a worktree or a submodule.
+  A worktree's git dir holds a ``commondir`` file naming the main
+  repository's git dir; the root is that git dir's parent (or the git dir
+  itself for a bare repository). A submodule has no ``commondir``: it is a
+  project of its own, rooted where its ``.git`` file is.
+* No ``.git`` anywhere above: the directory itself.
 
-When nothing is found, or the path does not exist on this machine (a
-transcript copied from elsewhere), the ``cwd`` itself is the project.
-
-Lookups touch the disk, so callers keep a :class:`ProjectCache` for the
-length of one refresh: a transcript names the same ``cwd`` on every line.
+Symlinks are resolved first, so two spellings of one folder are one project.
+When the path does not exist on this machine (a transcript copied from
+elsewhere), it is its own project, as written. Lookups touch the disk, so the
+indexer keeps a :class:`ProjectCache` for the length of one refresh: a
+transcript names the same ``cwd`` on every line.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["ProjectCache", "project_root"]
+__all__ = ["ProjectCache", "find_git_root", "project_root"]
 
-MAX_GIT_FILE_BYTES = 4096
-"""A ``.git`` or ``commondir`` file is one short line; anything longer is not one."""
+_GITDIR_PREFIX = "gitdir:"
+_MAX_POINTER_BYTES = 4096
+"""A ``.git`` file or ``commondir`` is one short line; anything longer is not one."""
 
 
-def _read_small(path: str) -> str | None:
+def _read_pointer(path: str) -> str | None:
+    """The first line of a small pointer file, stripped; ``None`` if unreadable or not one."""
     try:
         with open(path, "rb") as handle:
-            data = handle.read(MAX_GIT_FILE_BYTES + 1)
+            raw = handle.read(_MAX_POINTER_BYTES + 1)
     except OSError:
         return None
-    if len(data) > MAX_GIT_FILE_BYTES:
+    if len(raw) > _MAX_POINTER_BYTES:
         return None
-    return data.decode("utf-8", errors="replace").strip()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.splitlines()
+    return lines[0].strip() if lines else None
 
 
-def _main_tree(folder: str, git_file: str) -> str:
-    """The project of a folder whose ``.git`` is a file (a worktree or a submodule)."""
-    text = _read_small(git_file)
-    if not text or not text.startswith("gitdir:"):
-        return folder
-    gitdir = text[len("gitdir:") :].strip()
-    gitdir = os.path.realpath(os.path.join(folder, gitdir))
-    common = _read_small(os.path.join(gitdir, "commondir"))
+def _root_of_git_file(directory: str, dot_git: str) -> str:
+    """The project root for a ``.git`` file in ``directory`` (a worktree or a submodule)."""
+    line = _read_pointer(dot_git)
+    if line is None or not line.startswith(_GITDIR_PREFIX):
+        return directory
+    gitdir = line[len(_GITDIR_PREFIX) :].strip()
+    if not gitdir:
+        return directory
+    gitdir = os.path.realpath(os.path.join(directory, gitdir))
+    common = _read_pointer(os.path.join(gitdir, "commondir"))
     if not common:
-        return folder  # a submodule, or a worktree whose repository is gone: its own project
+        return directory  # a submodule, or a worktree whose git dir is gone: its own project
     common_dir = os.path.realpath(os.path.join(gitdir, common))
     if os.path.basename(common_dir) == ".git":
         return os.path.dirname(common_dir)
-    return common_dir  # a bare repository: its git dir is all there is to name it
+    return common_dir  # a bare repository's worktree: the bare repository names the project
+
+
+def find_git_root(path: str) -> str | None:
+    """The canonical git root of ``path`` (see the module docstring), or ``None`` outside git."""
+    current = os.path.realpath(path)
+    if not os.path.isdir(current):
+        current = os.path.dirname(current)
+    while True:
+        dot_git = os.path.join(current, ".git")
+        if os.path.isdir(dot_git):
+            return current
+        if os.path.isfile(dot_git):
+            return _root_of_git_file(current, dot_git)
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
 
 
 def project_root(path: str) -> str:
-    """The canonical project of ``path`` (see the module docstring); never raises.
+    """The canonical git root of the directory ``path``, else the directory itself (symlinks
+    resolved); a path that does not exist here is returned as written (normalised). Never raises.
 
-    An absolute path is expected; a relative one is taken as given.
+    Worktrees of one repository share their main repository's root.
     """
     if not path:
         return path
     if not os.path.isdir(path):
         return os.path.normpath(path)
-    folder = os.path.realpath(path)
-    current = folder
-    while True:
-        git = os.path.join(current, ".git")
-        if os.path.isdir(git):
-            return current
-        if os.path.isfile(git):
-            return _main_tree(current, git)
-        parent = os.path.dirname(current)
-        if parent == current:
-            return folder
-        current = parent
+    found = find_git_root(path)
+    return found if found is not None else os.path.realpath(path)
 
 
 class ProjectCache:

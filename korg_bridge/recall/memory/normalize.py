@@ -1,0 +1,273 @@
+"""Text comparisons of the write policy: normalised hashes, word sets, and the difference guard.
+
+No model and no randomness: the same two texts always get the same verdict.
+
+* :func:`content_hash` -- SHA-256 of the normalised text (NFKC, case-folded,
+  whitespace collapsed, trailing sentence punctuation dropped): an exact
+  repeat, however spaced or capitalised, is the same memory.
+* :func:`word_set` / :func:`jaccard` -- similarity of two texts' content words
+  (stop words dropped, light stemming).
+* :func:`differences` -- what two similar texts disagree on: numbers
+  (versions, sizes, ports), dates and times, negations, named entities, and
+  the order of things around a preference ("pnpm over npm"). A merge needs
+  high similarity *and* no difference, because a wrong merge hides a fact
+  while a missed one costs a line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections import Counter
+
+__all__ = ["content_hash", "differences", "jaccard", "normalise", "title_of", "word_set", "words"]
+
+_SPACE = re.compile(r"\s+")
+_TRAILING = ".!?;:…。"
+_APOSTROPHE = "\u2019"
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
+TITLE_MAX = 80
+
+STOP_WORDS = frozenset(
+    """a about above after again all also am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers him his how i if in into is it its itself just me more
+    most my myself of off on once only or other our ours out over own same she should so some
+    such than that the their theirs them then there these they this those through to too under
+    until up very was we were what when where which while who whom why will with would you your
+    yours please must need needs should always""".split()  # noqa: SIM905 (a word list reads best as words)
+)
+"""Dropped from word sets: they carry no fact. Negations are *not* here: ``not``, ``no`` and
+``never`` change a fact, so the guard counts them."""
+
+_NEGATIONS = frozenset(
+    """not no never none nothing nobody nowhere neither nor without cannot disable disabled disables
+    disabling stop stopped stops avoid avoided avoids don't doesn't didn't isn't aren't wasn't
+    weren't won't wouldn't can't couldn't shouldn't mustn't haven't hasn't hadn't dont doesnt didnt
+    isnt arent wont cant shouldnt""".split()  # noqa: SIM905
+)
+_NEGATION_PHRASES = re.compile(r"\binstead\s+of\b|\brather\s+than\b|\bno\s+longer\b", re.IGNORECASE)
+_CONNECTORS = frozenset(
+    "over than instead rather before after from to into vs versus above below".split()  # noqa: SIM905
+)
+"""Words that order two things ("pnpm over npm", "from MySQL to Postgres"): swapping the sides
+swaps the fact while keeping every word."""
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*(?:\s?(?:%|[kKmMgGtT]i?[bB]|ms|s|px))?(?![\w])")
+_NUMBER_WORDS = frozenset(
+    [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "twenty",
+        "thirty",
+        "hundred",
+        "thousand",
+        "million",
+        "billion",
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "half",
+        "twice",
+        "double",
+    ]
+)
+_MONTHS = (
+    "jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
+    "|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?"
+)
+_DATE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"
+    r"|\b\d{1,2}[/.]\d{1,2}[/.]\d{2,4}\b"
+    rf"|\b(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\b(?:\s+\d{{4}})?"
+    r"|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|tomorrow|yesterday)\b"
+    r"|\b\d{1,2}(?::\d{2})?\s?(?:am|pm)\b",
+    re.IGNORECASE,
+)
+_CODE = re.compile(r"`([^`\n]+)`")
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s<>()\"']+", re.IGNORECASE)
+_PATH = re.compile(r"(?<![\w])(?:~|\.{1,2})?/[\w.@~+-]+(?:/[\w.@~+-]*)*")
+_QUOTED = re.compile(r"\"([^\"\n]{1,80})\"|'([^'\n]{2,80})'|“([^”\n]{1,80})”")
+_IDENTIFIER = re.compile(r"\b[A-Za-z][\w]*(?:[._-][\w]+)+\b|\b[A-Za-z]+\d[\w]*\b")
+_CAPITALISED = re.compile(r"\b[A-Z][\w]*(?:[A-Z][\w]*)*\b")
+_SENTENCE_END = re.compile(r"[.!?:;]\s+|\n")
+
+
+def normalise(text: str) -> str:
+    """NFKC, case-folded, whitespace collapsed and trimmed, trailing sentence punctuation dropped."""
+    folded = _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    return folded.rstrip(_TRAILING).rstrip()
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 (hex) of :func:`normalise` of ``text``: equal for exact repeats."""
+    return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()
+
+
+def title_of(body: str) -> str:
+    """A one-line title from the body's first non-empty line, at most 80 characters."""
+    for line in body.splitlines():
+        line = _SPACE.sub(" ", line).strip().lstrip("#").strip()
+        if line:
+            return clip_title(line)
+    return "(empty)"
+
+
+def clip_title(text: str) -> str:
+    """One line, at most :data:`TITLE_MAX` characters (cut at a word, with an ellipsis)."""
+    line = _SPACE.sub(" ", text).strip()
+    if len(line) <= TITLE_MAX:
+        return line
+    cut = line[: TITLE_MAX - 1]
+    if " " in cut[TITLE_MAX // 2 :]:
+        cut = cut[: cut.rfind(" ")]
+    return cut.rstrip(" ,;:-") + "…"
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words of ``text`` (letters and digits; apostrophes kept inside a word)."""
+    return [
+        w.replace(_APOSTROPHE, "'") for w in _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    ]
+
+
+def _stem(word: str) -> str:
+    """Light stemming: plural and verb endings, so "tests"/"test" and "runs"/"running" meet."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 5 and word.endswith("ing"):
+        word = word[:-3]
+        return word[:-1] if len(word) > 3 and word[-1] == word[-2] else word
+    if len(word) > 4 and word.endswith("ed"):
+        word = word[:-2]
+        return word[:-1] if len(word) > 3 and word[-1] == word[-2] else word
+    if len(word) > 3 and word.endswith("es") and word[-3] in "sxz":
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def word_set(text: str) -> frozenset[str]:
+    """Content words of ``text``, stemmed (stop words dropped; negations kept)."""
+    return frozenset(_stem(w) for w in words(text) if w not in STOP_WORDS)
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """Shared words over all words (1.0 for two empty sets)."""
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def _numbers(text: str) -> Counter[str]:
+    found = Counter(m.group(0).replace(" ", "").replace(",", "").lower() for m in _NUMBER.finditer(text))
+    found.update(w for w in words(text) if w in _NUMBER_WORDS)
+    return found
+
+
+def _dates(text: str) -> Counter[str]:
+    return Counter(_SPACE.sub(" ", m.group(0).lower()) for m in _DATE.finditer(text))
+
+
+def _negations(text: str) -> int:
+    count = sum(1 for w in words(text) if w in _NEGATIONS or w.endswith("n't"))
+    return count + len(_NEGATION_PHRASES.findall(text))
+
+
+def _entities(text: str) -> set[str]:
+    """Named things: code spans, URLs, paths, identifiers, quoted strings, capitalised words
+    that do not start a sentence."""
+    found: set[str] = set()
+    for pattern in (_CODE, _QUOTED):
+        for match in pattern.finditer(text):
+            found.add(next(g for g in match.groups() if g).strip().casefold())
+    for pattern in (_URL, _PATH, _IDENTIFIER):
+        found.update(m.group(0).rstrip(".,;:").casefold() for m in pattern.finditer(text))
+    starts = {0} | {m.end() for m in _SENTENCE_END.finditer(text)}
+    for match in _CAPITALISED.finditer(text):
+        if match.start() not in starts and not _is_after_quote_start(text, match.start(), starts):
+            found.add(match.group(0).casefold())
+    return {entity for entity in found if entity}
+
+
+def _is_after_quote_start(text: str, pos: int, starts: set[int]) -> bool:
+    # "- Postgres …" or "(Postgres …" at a sentence start is still a sentence start.
+    head = pos
+    while head > 0 and text[head - 1] in " \t-*>(\"'“":
+        head -= 1
+    return head in starts
+
+
+def _mentions(entity: str, other_lower: str, other_words: set[str]) -> bool:
+    return entity in other_words or entity in other_lower
+
+
+def _sides(sequence: list[str], connector: str) -> tuple[set[str], set[str]]:
+    """Content words only before / only after the first ``connector``."""
+    at = sequence.index(connector)
+
+    def content(part: list[str]) -> set[str]:
+        return {_stem(w) for w in part if w not in STOP_WORDS and w not in _CONNECTORS}
+
+    left, right = content(sequence[:at]), content(sequence[at + 1 :])
+    return left - right, right - left
+
+
+def _swapped(a: str, b: str) -> bool:
+    """True when a connector both texts use has the same words on opposite sides."""
+    words_a, words_b = words(a), words(b)
+    for connector in sorted(_CONNECTORS & set(words_a) & set(words_b)):
+        left_a, right_a = _sides(words_a, connector)
+        left_b, right_b = _sides(words_b, connector)
+        if left_a & right_b and right_a & left_b:
+            return True
+    return False
+
+
+def differences(a: str, b: str) -> list[str]:
+    """What ``a`` and ``b`` disagree on, one phrase per kind ([] when nothing differs).
+
+    Numbers and dates must be the same multiset; negations the same count (so "never use
+    npm" and "do not use npm" agree); each named entity of one text must be mentioned by
+    the other (in any case); and a connector both use ("over", "than", "before", "from … to")
+    must not have the same words on opposite sides.
+    """
+    found: list[str] = []
+    numbers_a, numbers_b = _numbers(a), _numbers(b)
+    if numbers_a != numbers_b:
+        only = sorted(set((numbers_a - numbers_b) + (numbers_b - numbers_a)))
+        found.append("numbers differ (" + ", ".join(only[:4]) + ")")
+    if _dates(a) != _dates(b):
+        found.append("dates or times differ")
+    if _negations(a) != _negations(b):
+        found.append("negation differs")
+    lower_a, lower_b = (
+        unicodedata.normalize("NFKC", a).casefold(),
+        unicodedata.normalize("NFKC", b).casefold(),
+    )
+    words_a, words_b = set(words(a)), set(words(b))
+    missing = sorted(
+        {e for e in _entities(a) if not _mentions(e, lower_b, words_b)}
+        | {e for e in _entities(b) if not _mentions(e, lower_a, words_a)}
+    )
+    if missing:
+        found.append("names differ (" + ", ".join(missing[:4]) + ")")
+    if _swapped(a, b):
+        found.append("order differs (what is preferred or comes first)")
+    return found

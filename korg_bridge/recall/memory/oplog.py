@@ -1,0 +1,143 @@
+"""The operation log: every memory write, appended to a korg-ledger@v1 journal after it commits.
+
+``memory-ops.jsonl`` beside the store is written by
+:class:`korg_bridge.ledger.LedgerWriter` (hash-chained, flock, fsync), so
+``korg-recall verify`` checks the store's history and recall can search who
+changed what. An entry never holds a title, body, key or tag -- only ids,
+versions, counts and SHA-256 hashes -- so a purge leaves nothing readable
+behind in the log.
+
+Crash safety without two-phase commit: the entry is inserted into
+``oplog_pending`` inside the operation's own transaction (so it exists exactly
+when the operation does) and appended after commit by :func:`flush`. A process
+killed in between leaves the row for the next one. Flushing holds the store's
+write lock, so flushers take turns, and each entry carries an ``op_id`` that is
+looked for in the log's tail first: a row appended just before a crash (but not
+yet deleted) is not appended twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import secrets
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from korg_bridge.errors import KorgError
+from korg_bridge.recall.memory.records import Version, iso
+from korg_bridge.recall.memory.safety import redact_value
+
+__all__ = ["OPLOG_NAME", "flush", "record", "version_args"]
+
+logger = logging.getLogger(__name__)
+
+OPLOG_NAME = "memory-ops.jsonl"
+ENV_LEDGER_KEY = "KORG_LEDGER_KEY"
+"""The HMAC key of keyed ledgers; the same variable ``korg-recall verify`` reads."""
+_TAIL_BLOCK = 64 * 1024
+
+
+def version_args(version: Version) -> dict[str, Any]:
+    """What the log may say about a version: ids, counts and hashes, never its text."""
+    body = version.body.encode("utf-8")
+    return {
+        "id": version.id,
+        "version": version.version,
+        "scope": version.scope,
+        "type": version.type,
+        "state": version.state,
+        "trust": version.trust,
+        "content_sha256": hashlib.sha256(body).hexdigest(),
+        "bytes": len(body),
+        "tags": len(version.tags),
+        "has_key": version.key is not None,
+    }
+
+
+def record(
+    conn: sqlite3.Connection, *, actor: str, op: str, status: str, args: Mapping[str, Any], now: float
+) -> str:
+    """Queue one log entry inside the caller's transaction; return its ``op_id``."""
+    op_id = secrets.token_hex(12)
+    entry: dict[str, Any] = {
+        "source_agent": actor,
+        "tool_name": f"memory.{op}",
+        "args": {"op_id": op_id, **args},
+        "result": {"status": status},
+        "success": True,
+        "timestamp": iso(now),
+    }
+    clean, _count = redact_value(entry)
+    conn.execute(
+        "INSERT INTO oplog_pending (op_id, entry) VALUES (?, ?)",
+        (op_id, json.dumps(clean, ensure_ascii=False, sort_keys=True)),
+    )
+    return op_id
+
+
+def _tail_op_ids(path: Path, wanted: int) -> set[str]:
+    """``op_id`` of the last ``wanted`` complete entries of the log (fewer if it is shorter)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return set()
+    try:
+        size = os.fstat(fd).st_size
+        start = size
+        data = b""
+        while start > 0 and data.count(b"\n") <= wanted:
+            step = min(_TAIL_BLOCK, start)
+            start -= step
+            data = os.pread(fd, step, start) + data
+    finally:
+        os.close(fd)
+    lines = data.split(b"\n")
+    complete = lines[:-1] if not data.endswith(b"\n") else lines
+    found: set[str] = set()
+    for raw in complete[-(wanted + 1) :]:
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        args = obj.get("args") if isinstance(obj, dict) else None
+        if isinstance(args, dict) and isinstance(args.get("op_id"), str):
+            found.add(args["op_id"])
+    return found
+
+
+def flush(store: Any, env: Mapping[str, str]) -> str | None:
+    """Append every queued entry to the log; ``None`` on success, else why they stay queued.
+
+    A failure here never undoes or hides a committed write: the entries wait for the
+    next process, and the caller reports the reason in its ``checks``.
+    """
+    from korg_bridge.ledger import LedgerWriter
+
+    conn: sqlite3.Connection = store.conn
+    try:
+        if conn.execute("SELECT 1 FROM oplog_pending LIMIT 1").fetchone() is None:
+            return None
+    except sqlite3.Error as exc:
+        return f"cannot read the queued log entries: {exc}"
+    key = env.get(ENV_LEDGER_KEY)
+    writer = LedgerWriter(store.folder / OPLOG_NAME, key=key.encode("utf-8") if key else None)
+    try:
+        with store.write() as tx:
+            rows = tx.execute("SELECT seq, op_id, entry FROM oplog_pending ORDER BY seq").fetchall()
+            if not rows:
+                return None
+            present = _tail_op_ids(writer.path, len(rows))
+            for seq, op_id, entry in rows:
+                if op_id not in present:
+                    writer.append(json.loads(entry))
+                tx.execute("DELETE FROM oplog_pending WHERE seq = ?", (seq,))
+    except (KorgError, OSError, ValueError) as exc:
+        message = exc.message if isinstance(exc, KorgError) else str(exc)
+        logger.warning("memory operation log %s: %s; the entries stay queued", writer.path, message)
+        return message
+    return None

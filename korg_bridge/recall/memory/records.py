@@ -1,0 +1,219 @@
+"""One version of a memory, as a row and as JSON, plus the ids and timestamps it carries.
+
+A memory is a *lineage* of versions sharing an ``id``; every write adds a
+version and never edits an old one's content (see ``docs/memory.md``). The
+:class:`Version` here is the unit everything else passes around: the store
+reads and writes it verbatim (so an import can reproduce ids, versions and
+timestamps exactly), the mirror renders it, the log hashes it.
+
+Timestamps are text in one fixed form, ``YYYY-MM-DDTHH:MM:SS.ffffffZ``: text so
+exports are readable and lossless, one form so that comparing strings compares
+times (``…00Z`` and ``…00.5Z`` would sort wrongly side by side).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+from korg_bridge.errors import UsageError
+
+__all__ = [
+    "COLUMNS",
+    "MEMORY_TYPES",
+    "STATES",
+    "Version",
+    "age_days",
+    "check_id",
+    "iso",
+    "new_id",
+    "parse_iso",
+    "user_time",
+]
+
+MEMORY_TYPES = ("user", "feedback", "project", "reference", "note")
+"""``user``: who the user is, preferences; ``feedback``: how to work; ``project``: facts about
+this codebase or task; ``reference``: pointers (URLs, docs, commands); ``note``: anything else."""
+
+STATES = ("live", "pending", "retired", "purged")
+
+_ID = re.compile(r"^m[a-z2-7]{10}$")
+_ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def new_id() -> str:
+    """A fresh lineage id: ``m`` and 10 base32 characters (50 random bits)."""
+    return "m" + base64.b32encode(secrets.token_bytes(7)).decode("ascii").lower()[:10]
+
+
+def check_id(value: str) -> str:
+    """Return ``value`` stripped if it has the form of a memory id.
+
+    Raises:
+        UsageError: it does not.
+    """
+    text = value.strip()
+    if not _ID.match(text):
+        raise UsageError(
+            f"invalid memory id {value!r}: ids look like m3x7k2p9qaz. List them with `korg-recall memories`."
+        )
+    return text
+
+
+def iso(epoch: float | None = None) -> str:
+    """``epoch`` (default: now) in the store's one timestamp form."""
+    moment = datetime.fromtimestamp(time.time() if epoch is None else epoch, UTC)
+    return moment.strftime(_ISO_FORMAT)
+
+
+def parse_iso(text: str) -> float:
+    """Epoch seconds of a timestamp in the store's form (or any ISO-8601 form; naive = UTC).
+
+    Raises:
+        ValueError: not a timestamp.
+    """
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def user_time(value: str, name: str) -> str:
+    """A time given by a caller (ISO-8601 date or date-time, naive = UTC) in the store's form.
+
+    Raises:
+        UsageError: ``value`` is not an ISO-8601 date or date-time.
+    """
+    try:
+        return iso(parse_iso(value.strip()))
+    except (ValueError, OverflowError, OSError):
+        raise UsageError(
+            f"invalid {name} {value!r}: expected an ISO-8601 date or date-time such as 2026-05-27 "
+            "or 2026-05-27T10:00:00Z."
+        ) from None
+
+
+def age_days(recorded_at: str, now: float) -> float:
+    """Days between ``recorded_at`` and ``now`` (0 for an unreadable timestamp)."""
+    try:
+        return max(0.0, (now - parse_iso(recorded_at)) / 86_400)
+    except (ValueError, OverflowError, OSError):
+        return 0.0
+
+
+@dataclass(slots=True)
+class Version:
+    """One row of table ``memory``: a version of a lineage. See ``docs/memory.md`` for each field."""
+
+    id: str
+    version: int
+    scope: str
+    type: str
+    title: str
+    body: str
+    content_hash: str
+    actor: str
+    recorded_at: str
+    state: str = "live"
+    trust: str = "trusted"
+    key: str | None = None
+    tags: list[str] = field(default_factory=list)
+    pinned: bool = False
+    valid_from: str | None = None
+    valid_to: str | None = None
+    retired_at: str | None = None
+    superseded_by: int | None = None
+    superseded_at: str | None = None
+    expires_at: str | None = None
+    use_count: int = 0
+    last_used_at: str | None = None
+    source: dict[str, Any] | None = None
+    provenance: list[dict[str, Any]] = field(default_factory=list)
+    reason: str | None = None
+    conflict: bool = False
+    rowid: int | None = None
+    """Internal row id: set once stored; not part of an export."""
+
+    @property
+    def is_head(self) -> bool:
+        return self.superseded_by is None
+
+    def to_row(self) -> tuple[Any, ...]:
+        """The values for :data:`COLUMNS`, in order (JSON columns encoded)."""
+        values: list[Any] = []
+        for name in COLUMNS:
+            value = getattr(self, name)
+            if name in _JSON_COLUMNS:
+                value = None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+            elif name in _BOOL_COLUMNS:
+                value = int(bool(value))
+            values.append(value)
+        return tuple(values)
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Version:
+        """A version from ``SELECT rowid, <COLUMNS>`` (rowid first)."""
+        values: dict[str, Any] = {"rowid": row[0]}
+        for name, value in zip(COLUMNS, row[1:], strict=True):
+            if name in _JSON_COLUMNS:
+                value = json.loads(value) if value else _JSON_EMPTY[name]()
+            elif name in _BOOL_COLUMNS:
+                value = bool(value)
+            values[name] = value
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every column as JSON (what ``memories ids=…`` and an export show); no rowid."""
+        return {name: getattr(self, name) for name in COLUMNS}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Version:
+        """The inverse of :meth:`to_dict` (unknown keys ignored), for a lossless import.
+
+        Raises:
+            KeyError, TypeError: required fields are missing or of the wrong kind.
+        """
+        known = {f.name for f in fields(cls)} - {"rowid"}
+        return cls(**{name: data[name] for name in known if name in data})
+
+
+COLUMNS: tuple[str, ...] = (
+    "id",
+    "version",
+    "scope",
+    "type",
+    "title",
+    "body",
+    "key",
+    "content_hash",
+    "tags",
+    "pinned",
+    "state",
+    "trust",
+    "actor",
+    "valid_from",
+    "valid_to",
+    "recorded_at",
+    "retired_at",
+    "superseded_by",
+    "superseded_at",
+    "expires_at",
+    "use_count",
+    "last_used_at",
+    "source",
+    "provenance",
+    "reason",
+    "conflict",
+)
+"""Table ``memory``'s columns besides ``rowid``, in the order :meth:`Version.to_row` gives."""
+
+_JSON_COLUMNS = frozenset({"tags", "source", "provenance"})
+_JSON_EMPTY: dict[str, Any] = {"tags": list, "provenance": list, "source": lambda: None}
+_BOOL_COLUMNS = frozenset({"pinned", "conflict"})

@@ -1,0 +1,330 @@
+"""The memory store's SQLite file: where it lives, opening it safely, transactions, version rows.
+
+Unlike the recall index (a cache that is moved aside and rebuilt when broken),
+this file is user data that nothing can rebuild. So:
+
+* it lives under ``$XDG_DATA_HOME`` (not the cache folder), in a folder of its own
+  made private to the user;
+* a path that is a directory, a FIFO or a device, a file that is not SQLite, a
+  database of another program, a schema of a newer version, or corruption is a
+  :class:`~korg_bridge.errors.ConfigError` naming the file and its newest
+  backup -- and the file is left exactly as it was (checks happen before any
+  pragma that could write);
+* before migrating an existing store, a copy is taken with SQLite's backup API;
+* every write is one ``BEGIN IMMEDIATE`` transaction; WAL; ``synchronous = FULL``
+  (an acknowledged write survives power loss); ``secure_delete = ON`` (a purged
+  body is overwritten, not just unlinked from the b-tree).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from korg_bridge.errors import ConfigError, KorgError
+from korg_bridge.recall.memory.schema import MIGRATIONS, TABLES
+from korg_bridge.recall.migrations import SchemaMismatch, applied, migrate
+
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "ENV_STORE",
+    "Store",
+    "default_store_path",
+    "newest_backup",
+]
+
+logger = logging.getLogger(__name__)
+
+ENV_STORE = "KORG_RECALL_STORE"
+BUSY_TIMEOUT_S = 10.0
+"""How long a write waits for another process's: far above one memory write, below patience."""
+QUICK_CHECK_MAX_BYTES = 8 * 1024 * 1024
+"""``PRAGMA quick_check`` on open below this size (a few ms): corruption is reported before
+anything is written. Above it, the first statement touching a bad page reports it instead."""
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    home = env.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def default_store_path(env: Mapping[str, str]) -> Path:
+    """``$KORG_RECALL_STORE``, else ``$XDG_DATA_HOME/korg-recall/memory.sqlite`` (``~/.local/share``).
+
+    Raises:
+        ConfigError: ``KORG_RECALL_STORE`` is a URL (a team backend is not supported yet).
+    """
+    explicit = env.get(ENV_STORE, "").strip()
+    if explicit:
+        if "://" in explicit:
+            raise ConfigError(
+                f"{ENV_STORE}={explicit!r}: only a file path is supported so far. "
+                "Set it to the path of a SQLite file, or unset it for the default."
+            )
+        if explicit == "~" or explicit.startswith("~/"):
+            return _home(env) / explicit[2:]
+        return Path(os.path.abspath(explicit))
+    data = env.get("XDG_DATA_HOME", "").strip()
+    # The XDG spec says to ignore a relative value.
+    base = Path(data) if data and os.path.isabs(data) else _home(env) / ".local" / "share"
+    return base / "korg-recall" / "memory.sqlite"
+
+
+def newest_backup(path: Path) -> Path | None:
+    """The newest ``<store>.bak-<UTC>`` beside ``path``, or None."""
+    try:
+        names = [n for n in os.listdir(path.parent) if n.startswith(path.name + ".bak-")]
+    except OSError:
+        return None
+    names = [n for n in names if not n.endswith(".partial")]
+    return path.parent / max(names) if names else None
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and (code & 0xFF) in _CORRUPT_CODES
+
+
+class Store:
+    """The memory store at ``path``, open; created (and migrated) if it does not exist.
+
+    Raises (from the constructor):
+        ConfigError: see the module docstring.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.folder = self.path.parent
+        self.conn = self._open()
+
+    # --- opening -----------------------------------------------------------------------------
+
+    def unusable(self, why: str) -> ConfigError:
+        """The error for a store that cannot be used as it is: names the file, the backup, the fix."""
+        backup = newest_backup(self.path)
+        where = f"the newest backup is {backup}" if backup else "no backup of it exists"
+        return ConfigError(
+            f"the memory store {self.path} {why}; it was left untouched ({where}). Repair or restore it "
+            f"by hand, or set {ENV_STORE} to another file."
+        )
+
+    def _open(self) -> sqlite3.Connection:
+        self._check_path()
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ConfigError(
+                f"cannot open the memory store {self.path}: {exc}. Check its permissions."
+            ) from exc
+        try:
+            self._prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _check_path(self) -> None:
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            self._make_folder()
+            return
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read the memory store {self.path}: {exc.strerror or exc}. Check its permissions."
+            ) from exc
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(
+                f"the memory store {self.path} is a directory. Set {ENV_STORE} to the path of a file."
+            )
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(
+                f"the memory store {self.path} is not a regular file (a FIFO, socket or device). "
+                f"Set {ENV_STORE} to the path of a file."
+            )
+        if info.st_size == 0:
+            return
+        try:
+            with open(self.path, "rb") as handle:
+                head = handle.read(len(_SQLITE_MAGIC))
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read the memory store {self.path}: {exc.strerror or exc}. Check its permissions."
+            ) from exc
+        if head != _SQLITE_MAGIC:
+            raise self.unusable("is not a SQLite database")
+
+    def _make_folder(self) -> None:
+        try:
+            # Private: memories are about a person and their work.
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the memory store folder {self.folder}: {exc.strerror or exc}. "
+                f"Set {ENV_STORE} to a writable path."
+            ) from exc
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        # Look before touching: nothing below may write to a file that turns out not to be ours.
+        try:
+            names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if names and "_migrations" not in names:
+                raise self.unusable("belongs to another program (it has tables but no _migrations)")
+            seen = applied(conn)
+            known = [name for name, _ in MIGRATIONS]
+            unknown = [name for name in seen if name not in known]
+            if unknown:
+                raise self.unusable(
+                    f"was written by a newer korg-recall (unknown migrations {', '.join(unknown)}); "
+                    "upgrade korg-recall"
+                )
+            if names and self.path.stat().st_size <= QUICK_CHECK_MAX_BYTES:
+                verdict = conn.execute("PRAGMA quick_check").fetchone()
+                if verdict is None or verdict[0] != "ok":
+                    raise self.unusable(f"is corrupt ({verdict[0] if verdict else 'no answer'})")
+            self._ensure_wal(conn)
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA temp_store = MEMORY")
+            if seen and len(seen) < len(known):
+                self._backup(conn, "before-migration")
+            migrate(conn, MIGRATIONS)
+            names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except SchemaMismatch as exc:  # pragma: no cover - checked above; a race with a newer writer
+            raise self.unusable(f"was written by a newer korg-recall ({exc}); upgrade korg-recall") from exc
+        except sqlite3.DatabaseError as exc:
+            raise self.translate(exc) from exc
+        missing = TABLES - names
+        if missing:
+            raise self.unusable(f"lacks tables {', '.join(sorted(missing))}")
+
+    @staticmethod
+    def _ensure_wal(conn: sqlite3.Connection) -> None:
+        """Switch to WAL; while another process creates the same file the switch fails at once with
+        "locked" (SQLite does not busy-wait for it), so retry with a short back-off."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        delay = 0.005
+        while True:
+            try:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    def _backup(self, conn: sqlite3.Connection, why: str) -> Path:
+        """Copy the store to ``<store>.bak-<UTC>`` (written as ``.partial``, then renamed)."""
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        target = self.path.with_name(f"{self.path.name}.bak-{stamp}")
+        partial = target.with_name(target.name + ".partial")
+        try:
+            dest = sqlite3.connect(partial)
+            try:
+                conn.backup(dest)
+            finally:
+                dest.close()
+            os.replace(partial, target)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(
+                f"cannot back up the memory store {self.path} to {target} ({why}): {exc}. "
+                "Check free space and permissions; the store was not changed."
+            ) from exc
+        logger.info("memory store %s: backup %s taken (%s)", self.path, target, why)
+        return target
+
+    def translate(self, exc: sqlite3.Error) -> KorgError:
+        """The user-facing error for a SQLite failure on this store."""
+        if _is_corrupt(exc):
+            return self.unusable(f"is corrupt ({exc})")
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            return KorgError(
+                f"the memory store {self.path} stayed locked by another process for {BUSY_TIMEOUT_S:g} s. "
+                "Try again in a moment."
+            )
+        if isinstance(exc, sqlite3.OperationalError) and ("disk" in str(exc) or "readonly" in str(exc)):
+            return ConfigError(
+                f"cannot write the memory store {self.path}: {exc}. Check free space and permissions."
+            )
+        return KorgError(f"the memory store {self.path} failed: {exc}.")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- transactions --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction: all of it commits, or none of it.
+
+        Raises:
+            KorgError: the store stays locked past the busy timeout, or SQLite fails
+                (ConfigError when it is corrupt or cannot be written).
+        """
+        conn = self.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self.translate(exc) from exc
+        try:
+            yield conn
+        except BaseException as exc:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self.translate(exc) from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise self.translate(exc) from exc
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """Run reads on the connection, translating SQLite errors (a consistent snapshot).
+
+        Raises:
+            KorgError: as for :meth:`write`.
+        """
+        conn = self.conn
+        try:
+            conn.execute("BEGIN")
+            yield conn
+        except sqlite3.Error as exc:
+            raise self.translate(exc) from exc
+        finally:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("COMMIT")
+
+    def checkpoint(self) -> bool:
+        """``wal_checkpoint(TRUNCATE)``: copy the WAL into the file and empty it; True if it did.
+
+        A reader in another process can hold it back; the next checkpoint then finishes the job.
+        """
+        try:
+            busy, _log, _done = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error:
+            return False
+        return not busy

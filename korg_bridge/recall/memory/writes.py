@@ -1,0 +1,145 @@
+"""The building blocks every write shares: new versions, proposals, and what happens after commit.
+
+Versions are immutable once written, except for the lineage-level columns of
+the current row (state, provenance, use). A new version *supersedes* the
+current rows of its lineage -- unless it is a **proposal** (``pending``, under
+``KORG_RECALL_WRITES=confirm``): a proposal supersedes nothing but an older
+proposal, so retrieval keeps showing the live version until a person approves.
+
+After the transaction commits, :func:`finish` brings the mirror files of the
+touched memories in line and appends the queued operation-log entries; a
+failure there is reported in ``checks`` and repaired by the next call, never
+raised over a committed write.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from korg_bridge.errors import KorgError
+from korg_bridge.recall.memory import mirror, oplog
+from korg_bridge.recall.memory.policy import Decision, Draft
+from korg_bridge.recall.memory.records import Version, iso, new_id
+from korg_bridge.recall.memory.rows import insert_version, next_version, supersede, update_head
+from korg_bridge.recall.memory.scopes import Context
+from korg_bridge.recall.memory.store import Store
+
+__all__ = ["add_version", "apply_decision", "finish", "provenance_entry"]
+
+
+def provenance_entry(ctx: Context, source: dict[str, Any] | None) -> dict[str, Any]:
+    return {"actor": ctx.actor, "at": iso(ctx.now), "source": source}
+
+
+def add_version(conn: sqlite3.Connection, ctx: Context, base: Version, **changes: Any) -> Version:
+    """A new version of ``base``'s lineage: ``base``'s fields, ``changes`` applied, written by
+    ``ctx.actor`` now; a proposal when ``ctx`` holds writes for approval.
+
+    ``base`` is the version the change was made to (the current one).
+    """
+    now = iso(ctx.now)
+    pending = ctx.holds_for_approval
+    fields = {
+        name: getattr(base, name)
+        for name in (
+            "id", "scope", "type", "title", "body", "content_hash", "trust", "key", "tags", "pinned",
+            "valid_from", "valid_to", "expires_at", "use_count", "last_used_at", "source", "provenance",
+        )
+    }  # fmt: skip
+    fields.update(changes)
+    version = Version(
+        version=next_version(conn, base.id),
+        actor=ctx.actor,
+        recorded_at=now,
+        state="pending" if pending else "live",
+        **fields,
+    )
+    supersede(conn, base.id, version.version, now, pending_only=pending)
+    return insert_version(conn, version)
+
+
+def apply_decision(conn: sqlite3.Connection, ctx: Context, draft: Draft, decision: Decision) -> Version:
+    """Write what :func:`~.policy.decide` decided; return the version the caller gets back."""
+    entry = provenance_entry(ctx, draft.source)
+    target = decision.target
+    if decision.status == "created" or target is None:
+        return insert_version(
+            conn,
+            Version(
+                id=new_id(),
+                version=1,
+                scope=draft.scope,
+                type=draft.type,
+                title=draft.title,
+                body=draft.body,
+                content_hash=draft.content_hash,
+                actor=ctx.actor,
+                recorded_at=iso(ctx.now),
+                state="pending" if ctx.holds_for_approval else "live",
+                trust=draft.trust,
+                key=draft.key,
+                tags=draft.tags,
+                pinned=draft.pinned,
+                valid_from=draft.valid_from,
+                valid_to=draft.valid_to,
+                source=draft.source,
+                provenance=[entry],
+            ),
+        )
+    if decision.status == "exists":
+        update_head(conn, target, provenance=[*target.provenance, entry])
+        return target
+    merged = decision.status == "merged"
+    tags = (
+        [*target.tags, *(t for t in draft.tags if t not in target.tags)]
+        if merged
+        else draft.tags or target.tags
+    )
+    reason = (
+        "merged near duplicate"
+        if merged
+        else ("key upsert" if draft.key else f"supersedes v{target.version}")
+    )
+    return add_version(
+        conn,
+        ctx,
+        target,
+        type=draft.type,
+        title=draft.title,
+        body=draft.body,
+        content_hash=draft.content_hash,
+        trust=draft.trust,
+        key=draft.key or target.key,
+        tags=tags,
+        pinned=draft.pinned or target.pinned,
+        valid_from=draft.valid_from,
+        valid_to=draft.valid_to,
+        source=draft.source,
+        provenance=[*target.provenance, entry],
+        reason=reason,
+    )
+
+
+def finish(
+    store: Store, ctx: Context, *, ids: Sequence[str] = (), problems: Sequence[str] = ()
+) -> dict[str, Any]:
+    """After commit: mirror files of ``ids``, then the operation log. Returns their ``checks``."""
+    found = list(problems)
+    if ctx.mirror and ids:
+        try:
+            found.extend(mirror.reconcile(store, ids=list(ids)))
+        except KorgError as exc:
+            found.append(exc.message)
+    queued = oplog.flush(store, ctx.env)
+    checks: dict[str, Any] = {"oplog": "appended" if queued is None else f"queued: {queued}"}
+    checks["mirror"] = "off" if not ctx.mirror else (found or "up to date")
+    return checks
+
+
+def live_count(conn: sqlite3.Connection, scope: str) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM memory WHERE scope = ? AND superseded_by IS NULL AND state = 'live'", (scope,)
+    ).fetchone()
+    return int(row[0])

@@ -1,0 +1,108 @@
+"""The operation log: every write appended to a hash-chained korg-ledger@v1 journal that
+``korg-recall verify`` checks, without a title, body, key or tag in it -- and entries left queued
+by a crash appended exactly once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _sqlite import connect
+
+from ._memory import answer, ok, rows, run
+
+
+def log_of(store: Path) -> Path:
+    return store.parent / "memory-ops.jsonl"
+
+
+def entries(store: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in log_of(store).read_text().splitlines()]
+
+
+def test_every_write_is_logged_and_the_log_verifies(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path
+) -> None:
+    made = answer(capsys, "remember", "--content", "Orchid sensor calibrates at 41 percent.", "--type", "project",
+                  "--title", "Orchid calibration", "--tags", "greenhouse-secret-tag", "--key", "orchid-key")  # fmt: skip
+    memory_id = str(made["id"])
+    answer(capsys, "remember", "--content", "Orchid sensor calibrates at 41 percent.", "--type", "project")
+    answer(capsys, "revise", "--id", memory_id, "--old-text", "41", "--new-text", "43")
+    answer(capsys, "forget", "--id", memory_id)
+    answer(capsys, "restore", "--id", memory_id)
+    answer(capsys, "forget", "--id", memory_id, "--mode", "purge")
+    logged = entries(store)
+    assert [(e["tool_name"], e["result"]) for e in logged] == [
+        ("memory.remember", {"status": "created"}),
+        ("memory.remember", {"status": "exists"}),
+        ("memory.revise", {"status": "revised"}),
+        ("memory.forget", {"status": "retired"}),
+        ("memory.restore", {"status": "restored"}),
+        ("memory.forget", {"status": "purged"}),
+    ]
+    assert all(e["source_agent"] == "agent" and e["args"]["id"] == memory_id for e in logged)  # type: ignore[index]
+    raw = log_of(store).read_bytes()
+    for needle in (b"Orchid", b"orchid", b"calibrat", b"greenhouse", b"41 percent", b"43 percent"):
+        assert needle not in raw, needle
+    report = ok(run("verify", "--path", str(log_of(store)), cwd=project))
+    assert (report["intact"], report["events"]) == (True, 6)
+
+
+def test_tampering_with_one_entry_is_detected(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path
+) -> None:
+    for n in range(3):
+        answer(capsys, "remember", "--content", f"Fact number {n} about herons.", "--type", "note")
+    lines = log_of(store).read_text().splitlines()
+    lines[1] = lines[1].replace('"status": "created"', '"status": "exists"')
+    log_of(store).write_text("\n".join(lines) + "\n")
+    report = ok(run("verify", "--path", str(log_of(store)), cwd=project))
+    assert report["intact"] is False
+    assert any(error.startswith("seq 2: entry_hash mismatch") for error in report["errors"])
+
+
+def test_entries_left_queued_by_a_crash_are_appended_once(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path
+) -> None:
+    answer(
+        capsys, "remember", "--content", "Queued entries are appended by the next process.", "--type", "note"
+    )
+    last = entries(store)[-1]
+    conn = connect(store)
+    # One entry as if a process died after appending it but before deleting its queue row, and
+    # one as if it died before appending it.
+    queued_twice = {
+        k: v for k, v in last.items() if k not in ("schema_version", "seq_id", "prev_hash", "entry_hash")
+    }
+    fresh = json.loads(json.dumps(queued_twice))
+    fresh["args"]["op_id"] = "feedfacefeedfacefeedface"
+    with conn:
+        conn.execute(
+            "INSERT INTO oplog_pending (op_id, entry) VALUES (?, ?)",
+            (last["args"]["op_id"], json.dumps(queued_twice)),
+        )  # type: ignore[index]
+        conn.execute(
+            "INSERT INTO oplog_pending (op_id, entry) VALUES (?, ?)",
+            (fresh["args"]["op_id"], json.dumps(fresh)),
+        )
+    conn.close()
+    answer(capsys, "memories")
+    op_ids = [e["args"]["op_id"] for e in entries(store)]  # type: ignore[index]
+    assert op_ids.count(last["args"]["op_id"]) == 1  # type: ignore[index]
+    assert op_ids[-1] == "feedfacefeedfacefeedface"
+    assert rows(store, "SELECT count(*) FROM oplog_pending") == [(0,)]
+    assert ok(run("verify", "--path", str(log_of(store)), cwd=project))["intact"] is True
+
+
+def test_a_log_that_cannot_be_appended_to_never_hides_a_committed_write(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path
+) -> None:
+    answer(capsys, "remember", "--content", "First fact, logged.", "--type", "note")
+    with log_of(store).open("a") as handle:
+        handle.write('{"not": "a chained entry"}\n')
+    made = answer(capsys, "remember", "--content", "Second fact, committed anyway.", "--type", "note")
+    assert made["status"] == "created"
+    assert str(made["checks"]["oplog"]).startswith("queued: ")  # type: ignore[index]
+    assert rows(store, "SELECT count(*) FROM oplog_pending") == [(1,)]
+    assert answer(capsys, "memories", "--stats")["oplog_queued"] == 1

@@ -1,0 +1,176 @@
+"""Memory retrieval (the API recall builds on): heads by default, older versions on request,
+what held at a past time, decay that ranks without hiding, scopes that never leak, similar
+memories ranked newest first -- and forget's stricter matching."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from korg_bridge.recall.memory.records import Version, iso, parse_iso
+from korg_bridge.recall.memory.rows import add_link, insert_version
+from korg_bridge.recall.memory.search import forget_matches, match_sql, search_memories
+from korg_bridge.recall.memory.store import Store
+
+NOW = parse_iso("2026-06-01T12:00:00Z")
+DAY = 86_400.0
+SHOP = "project:/src/shop"
+BLOG = "project:/src/blog"
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    with Store(tmp_path / "m.sqlite") as store, store.write() as tx:
+        yield tx
+
+
+def put(
+    conn: sqlite3.Connection, memory_id: str, body: str, *, days_ago: float = 1, **fields: object
+) -> Version:
+    values: dict[str, object] = {
+        "id": memory_id,
+        "version": 1,
+        "scope": SHOP,
+        "type": "project",
+        "title": body[:40],
+        "body": body,
+        "content_hash": memory_id,
+        "actor": "agent",
+        "recorded_at": iso(NOW - days_ago * DAY),
+    }
+    values.update(fields)
+    return insert_version(conn, Version(**values))  # type: ignore[arg-type]
+
+
+def ids(hits: list[object]) -> list[tuple[str, int]]:
+    return [(h.version.id, h.version.version) for h in hits]  # type: ignore[attr-defined]
+
+
+def test_heads_only_by_default_and_older_versions_on_request(conn: sqlite3.Connection) -> None:
+    put(
+        conn,
+        "maaaaaaaaaa",
+        "The database is MySQL 5.7.",
+        days_ago=30,
+        superseded_by=2,
+        superseded_at=iso(NOW - 2 * DAY),
+    )
+    put(conn, "maaaaaaaaaa", "The database is Postgres 16.", version=2, days_ago=2)
+    hits = search_memories(conn, "database", scopes=[SHOP], now=NOW)
+    assert ids(hits) == [("maaaaaaaaaa", 2)]
+    assert set(hits[0].breakdown) == {"bm25", "vector", "relevance", "decay", "use", "total"}
+    both = search_memories(conn, "database", scopes=[SHOP], include_superseded=True, now=NOW)
+    assert ids(both) == [("maaaaaaaaaa", 2), ("maaaaaaaaaa", 1)]
+    assert [h.current for h in both] == [True, False]
+    assert 'superseded="true"' in both[1].render(NOW)
+
+
+def test_as_of_answers_with_what_held_then(conn: sqlite3.Connection) -> None:
+    put(
+        conn,
+        "maaaaaaaaaa",
+        "The database is MySQL 5.7.",
+        days_ago=30,
+        superseded_by=2,
+        superseded_at=iso(NOW - 2 * DAY),
+    )
+    put(conn, "maaaaaaaaaa", "The database is Postgres 16.", version=2, days_ago=2)
+    then = search_memories(conn, "mysql", scopes=[SHOP], as_of=NOW - 10 * DAY, now=NOW)
+    assert ids(then) == [("maaaaaaaaaa", 1)]
+    assert then[0].current is False
+    later = search_memories(conn, "mysql", scopes=[SHOP], as_of=NOW - DAY, now=NOW)
+    assert ids(later) == [("maaaaaaaaaa", 2)]  # the lineage matched; it held version 2 by then
+    before = search_memories(conn, "mysql", scopes=[SHOP], as_of=NOW - 40 * DAY, now=NOW)
+    assert before == []
+
+
+def test_as_of_honours_validity_and_retirement(conn: sqlite3.Connection) -> None:
+    put(
+        conn,
+        "mbbbbbbbbbb",
+        "Code freeze for the launch.",
+        days_ago=20,
+        valid_from=iso(NOW - 10 * DAY),
+        valid_to=iso(NOW - 5 * DAY),
+    )
+    assert search_memories(conn, "freeze", scopes=[SHOP], as_of=NOW - 15 * DAY, now=NOW) == []
+    assert ids(search_memories(conn, "freeze", scopes=[SHOP], as_of=NOW - 7 * DAY, now=NOW)) == [
+        ("mbbbbbbbbbb", 1)
+    ]
+    assert search_memories(conn, "freeze", scopes=[SHOP], as_of=NOW - 3 * DAY, now=NOW) == []
+    put(
+        conn,
+        "mcccccccccc",
+        "Vendor portal password rotates monthly.",
+        days_ago=20,
+        state="retired",
+        retired_at=iso(NOW - 4 * DAY),
+    )
+    assert ids(search_memories(conn, "vendor portal", scopes=[SHOP], as_of=NOW - 6 * DAY, now=NOW)) == [
+        ("mcccccccccc", 1)
+    ]
+    assert search_memories(conn, "vendor portal", scopes=[SHOP], as_of=NOW - 3 * DAY, now=NOW) == []
+
+
+def test_retired_pending_expired_and_other_scopes_are_not_found(conn: sqlite3.Connection) -> None:
+    put(conn, "maaaaaaaaaa", "Kiwi retired fact.", state="retired", retired_at=iso(NOW - DAY))
+    put(conn, "mbbbbbbbbbb", "Kiwi pending fact.", state="pending")
+    put(conn, "mcccccccccc", "Kiwi expired fact.", expires_at=iso(NOW - 1))
+    put(conn, "mdddddddddd", "Kiwi fact of the blog.", scope=BLOG)
+    put(conn, "meeeeeeeeee", "Kiwi fact of the shop.")
+    put(conn, "mffffffffff", "Kiwi fact of the user.", scope="user", type="user")
+    assert sorted(ids(search_memories(conn, "kiwi", scopes=["user", SHOP], now=NOW))) == [
+        ("meeeeeeeeee", 1),
+        ("mffffffffff", 1),
+    ]
+
+
+def test_decay_ranks_older_memories_lower_but_never_hides_them(conn: sqlite3.Connection) -> None:
+    put(conn, "maaaaaaaaaa", "Heron sightings are logged in the wiki.", days_ago=400)
+    put(conn, "mbbbbbbbbbb", "Heron sightings are logged in the sheet.", days_ago=1)
+    put(conn, "mcccccccccc", "Heron sightings are logged in the book.", days_ago=400, pinned=True)
+    hits = search_memories(conn, "heron sightings", scopes=[SHOP], now=NOW)
+    by_id = {h.version.id: h for h in hits}
+    assert by_id["maaaaaaaaaa"].breakdown["decay"] == 0.5  # the floor, not zero
+    assert by_id["mcccccccccc"].breakdown["decay"] == 1.0  # pinned
+    assert ids(hits)[-1] == ("maaaaaaaaaa", 1)
+
+
+def test_use_lifts_a_memory_within_its_bound(conn: sqlite3.Connection) -> None:
+    put(conn, "maaaaaaaaaa", "Ferret cages are cleaned on Fridays.", use_count=10_000)
+    (hit,) = search_memories(conn, "ferret", scopes=[SHOP], now=NOW)
+    assert hit.breakdown["use"] == 1.3
+
+
+def test_of_two_similar_memories_the_newer_ranks_first_and_the_older_is_marked(
+    conn: sqlite3.Connection,
+) -> None:
+    put(conn, "maaaaaaaaaa", "Otter tank otter filter otter is replaced monthly.", days_ago=5)
+    put(conn, "mbbbbbbbbbb", "The otter filter is replaced weekly.", days_ago=1)
+    add_link(conn, "mbbbbbbbbbb", "maaaaaaaaaa", "similar", iso(NOW))
+    hits = search_memories(conn, "otter", scopes=[SHOP], now=NOW)
+    assert ids(hits) == [("mbbbbbbbbbb", 1), ("maaaaaaaaaa", 1)]
+    assert hits[1].older_than == "mbbbbbbbbbb"
+    assert 'older_than="mbbbbbbbbbb"' in hits[1].render(NOW)
+
+
+def test_query_syntax_is_searched_as_words(conn: sqlite3.Connection) -> None:
+    put(conn, "maaaaaaaaaa", "NOT a problem: the OR gate works.")
+    assert ids(search_memories(conn, 'NOT "OR" gate*', scopes=[SHOP], now=NOW)) == [("maaaaaaaaaa", 1)]
+    sql = match_sql(2, 1, heads_only=True)
+    assert "MATCH ?" in sql and "gate" not in sql
+
+
+def test_forget_matches_need_every_word_and_see_old_text_only_when_purging(conn: sqlite3.Connection) -> None:
+    put(conn, "maaaaaaaaaa", "Alice's phone number is 555-0100.", superseded_by=2, superseded_at=iso(NOW))
+    put(conn, "maaaaaaaaaa", "Alice changed her contact details.", version=2)
+    put(conn, "mbbbbbbbbbb", "Alice likes tea.")
+    assert [v.id for v in forget_matches(conn, "alice phone", [SHOP], "retire")] == []
+    assert [(v.id, v.version) for v in forget_matches(conn, "alice phone", [SHOP], "purge")] == [
+        ("maaaaaaaaaa", 2)
+    ]
+    assert [v.id for v in forget_matches(conn, "alice", [SHOP], "retire")] == ["maaaaaaaaaa", "mbbbbbbbbbb"]
+    assert forget_matches(conn, "alice", [BLOG], "purge") == []

@@ -37,8 +37,8 @@ STALE_DAYS = 14
 
 
 def _redactor() -> Any:
-    """The redactor module: the one line to change when it moves to ``korg_bridge.redact``."""
-    from korg_bridge.recall import redact
+    """The shared redactor, imported when first needed: its patterns compile on import."""
+    from korg_bridge import redact
 
     return redact
 

@@ -104,7 +104,7 @@ def test_bad_metadata_is_named(repo: Path) -> None:
         2,
         "invalid valid_from",
     )
-    failed(run("remember", "--content", "x", "--type", "opinion", cwd=repo), 2, "is not one of")
+    failed(run("remember", "--content", "x", "--type", "opinion", cwd=repo), 2, "--type must be one of")
     failed(run("remember", "--content", "   ", "--type", "note", cwd=repo), 2, "content is empty")
     failed(run("forget", cwd=repo), 2, "pass either id")
     failed(run("memories", "--cursor", "later", cwd=repo), 2, "bad cursor")

@@ -712,8 +712,8 @@ def make_golden(folder: Path = GOLDEN, seed: int = SEED + 7) -> None:
 
 def _events_of(path: Path) -> list[Any]:
     """Every event of one ledger file, read with korg-recall's own line reader and shape parsers."""
+    from korg_bridge.lines import LineFile
     from korg_bridge.recall.event import Event
-    from korg_bridge.recall.lines import LineFile
     from korg_bridge.recall.shapes import Where, parse_line
 
     events: list[Any] = []

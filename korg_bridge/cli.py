@@ -200,7 +200,9 @@ async def _discover_all(args: argparse.Namespace) -> list[Document]:
     for binary in args.binaries:
         document = await discover(binary, timeout=args.discovery_timeout)
         for skipped in document.skipped:
-            log.warning("skipping callable %s: %s", skipped.command_id, skipped.reason)
+            from .listing import printable
+
+            log.warning("skipping callable %s: %s", printable(skipped.command_id), printable(skipped.reason))
         documents.append(document)
     return documents
 
@@ -324,8 +326,8 @@ async def _serve_stdio(bridge: Bridge, binaries: Sequence[str]) -> int:
 
     On SIGTERM or SIGINT the running calls' process groups are ended first
     (they live in their own sessions, so nothing else would reach them), the
-    calls get a moment to report, then the process exits: the SDK reads stdin
-    in a thread that no cancellation can interrupt.
+    calls get a moment to report, then the process exits at once (``os._exit``):
+    nothing else is left to finish, and an exit code is all a supervisor reads.
     """
     from .process import terminate_all
     from .server import serve_stdio

@@ -35,17 +35,15 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, TypeGuard, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from korg_bridge.errors import ConfigError
 from korg_bridge.ledgercheck import (
     MAX_LINE_BYTES,
-    Line,
     SignatureCheck,
-    bounded_lines,
     check_anchors,
     integer_outside_domain,
-    open_regular,
+    ledger_lines,
     reject_constant,
 )
 from korg_bridge.ledgerfile import (
@@ -57,6 +55,7 @@ from korg_bridge.ledgerfile import (
     read_span,
     set_aside,
 )
+from korg_bridge.lines import Line
 
 __all__ = [
     "GENESIS_HASH",
@@ -228,69 +227,68 @@ def verify_file(
     seen: dict[int, int] = {}
     chain: dict[int, str] = {}
 
-    with open_regular(path) as handle:
-        for line, obj, problem in _walk(handle, path, max_line_bytes):
-            if obj is None:
-                errors.append(f"line {line.number}: {problem}")
-                continue
-            events += 1
-            seq = obj.get("seq_id")
-            if _is_int(seq):
-                label = f"seq {seq}"
-                if seq in seen:
-                    errors.append(f"{label}: duplicate seq_id (first seen on line {seen[seq]})")
-                else:
-                    seen[seq] = line.number
+    for line, obj, problem in _walk(path, max_line_bytes):
+        if obj is None:
+            errors.append(f"line {line.number}: {problem}")
+            continue
+        events += 1
+        seq = obj.get("seq_id")
+        if _is_int(seq):
+            label = f"seq {seq}"
+            if seq in seen:
+                errors.append(f"{label}: duplicate seq_id (first seen on line {seen[seq]})")
             else:
-                label = f"line {line.number}"
-                errors.append(f"{label}: no integer seq_id")
+                seen[seq] = line.number
+        else:
+            label = f"line {line.number}"
+            errors.append(f"{label}: no integer seq_id")
 
-            cause = _triggered_by(obj)
-            if cause is not None and (not _is_int(cause) or (_is_int(seq) and cause >= seq)):
-                errors.append(f"{label}: triggered_by {cause!r} is not strictly earlier than its seq_id")
+        cause = _triggered_by(obj)
+        if cause is not None and (not _is_int(cause) or (_is_int(seq) and cause >= seq)):
+            errors.append(f"{label}: triggered_by {cause!r} is not strictly earlier than its seq_id")
 
-            if "event_sig" in obj:
-                signed += 1
-            claimed = obj.get("entry_hash")
-            if not isinstance(claimed, str):
-                errors.append(f"{label}: missing entry_hash (not chained)")
-                expected_prev = None  # nothing to chain the next entry onto
-                tip = None
-                continue
-            tip = claimed
-            if _is_int(seq) and seq not in chain:
-                chain[seq] = claimed
-            prev = obj.get("prev_hash")
-            if expected_prev is not None and prev != expected_prev:
-                errors.append(
-                    f"{label}: prev_hash mismatch (broken link: an entry was inserted, deleted or reordered)"
-                )
-            expected_prev = claimed
-            outside = integer_outside_domain(obj)
-            if outside is not None:
-                errors.append(
-                    f"{label}: integer outside ±(2^53-1) at {outside}; not hashed (korg-ledger@v1 number domain)"
-                )
-                continue
-            try:
-                data = preimage(obj)
-            except (TypeError, ValueError, RecursionError):
-                errors.append(f"{label}: cannot be put in canonical form; not hashed")
-                continue
-            actual = (
-                hashlib.sha256(data).hexdigest()
-                if key is None
-                else hmac.new(key, data, hashlib.sha256).hexdigest()
+        if "event_sig" in obj:
+            signed += 1
+        claimed = obj.get("entry_hash")
+        if not isinstance(claimed, str):
+            errors.append(f"{label}: missing entry_hash (not chained)")
+            expected_prev = None  # nothing to chain the next entry onto
+            tip = None
+            continue
+        tip = claimed
+        if _is_int(seq) and seq not in chain:
+            chain[seq] = claimed
+        prev = obj.get("prev_hash")
+        if expected_prev is not None and prev != expected_prev:
+            errors.append(
+                f"{label}: prev_hash mismatch (broken link: an entry was inserted, deleted or reordered)"
             )
-            if not hmac.compare_digest(actual, claimed):
-                hint = "or the wrong key" if key is not None else "or a keyed chain checked without its key"
-                errors.append(f"{label}: entry_hash mismatch (content tampered, {hint})")
-            if signer is not None:
-                signature_problem = signer.problem(data, obj.get("event_sig"))
-                if signature_problem is None:
-                    verified += 1
-                else:
-                    errors.append(f"{label}: {signature_problem}")
+        expected_prev = claimed
+        outside = integer_outside_domain(obj)
+        if outside is not None:
+            errors.append(
+                f"{label}: integer outside ±(2^53-1) at {outside}; not hashed (korg-ledger@v1 number domain)"
+            )
+            continue
+        try:
+            data = preimage(obj)
+        except (TypeError, ValueError, RecursionError):
+            errors.append(f"{label}: cannot be put in canonical form; not hashed")
+            continue
+        actual = (
+            hashlib.sha256(data).hexdigest()
+            if key is None
+            else hmac.new(key, data, hashlib.sha256).hexdigest()
+        )
+        if not hmac.compare_digest(actual, claimed):
+            hint = "or the wrong key" if key is not None else "or a keyed chain checked without its key"
+            errors.append(f"{label}: entry_hash mismatch (content tampered, {hint})")
+        if signer is not None:
+            signature_problem = signer.problem(data, obj.get("event_sig"))
+            if signature_problem is None:
+                verified += 1
+            else:
+                errors.append(f"{label}: {signature_problem}")
 
     report = VerifyReport(path=str(path), events=events, intact=False, tip_entry_hash=tip, errors=errors)
     if signer is not None or signed:
@@ -307,25 +305,17 @@ def verify_file(
     return report
 
 
-def _walk(
-    handle: BinaryIO, path: Path, max_line_bytes: int
-) -> Iterator[tuple[Line, dict[str, Any] | None, str | None]]:
-    """Each non-blank line of ``handle`` with its object, or None and why; read lazily.
+def _walk(path: Path, max_line_bytes: int) -> Iterator[tuple[Line, dict[str, Any] | None, str | None]]:
+    """Each non-blank line of ``path`` with its object, or None and why; read lazily.
 
     Raises:
-        ConfigError: reading failed.
+        ConfigError: the file does not exist, cannot be read, or is not a regular file.
     """
-    try:
-        for line in bounded_lines(handle, max_line_bytes):
-            if line.data is not None and not line.data.strip():
-                continue
-            obj, problem = _parse_line(line, max_line_bytes)
-            yield line, obj, problem
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read ledger {path}: {exc.strerror or exc}. Pass the path of a readable "
-            "korg-ledger@v1 .jsonl file."
-        ) from exc
+    for line in ledger_lines(path, "ledger", max_line_bytes):
+        if line.data is not None and not line.data.strip():
+            continue
+        obj, problem = _parse_line(line, max_line_bytes)
+        yield line, obj, problem
 
 
 class LedgerWriter:

@@ -5,12 +5,10 @@ duties, and the path it is handed may come from a model through the bridge,
 so reading itself must be safe. Each duty lives here, free of the chain
 logic, so it can be read and tested on its own:
 
-* **Reading.** :func:`open_regular` refuses anything that is not a regular
-  file (a device such as ``/dev/urandom`` never ends; opening a FIFO blocks
-  until a writer appears) and opens with ``O_NONBLOCK`` so not even a FIFO
-  swapped in after the check can block. :func:`bounded_lines` yields lines
-  of at most :data:`MAX_LINE_BYTES`; a longer one is counted and skipped in
-  chunks, never held whole.
+* **Reading.** :func:`ledger_lines` reads through :class:`korg_bridge.lines.LineFile`,
+  which refuses anything that is not a regular file (a device such as
+  ``/dev/urandom`` never ends; opening a FIFO blocks until a writer appears)
+  and never holds a line longer than :data:`MAX_LINE_BYTES` whole.
 * **Number domain.** Hashed numbers are integers within ±(2^53-1), so every
   implementation hashes the same bytes; :func:`integer_outside_domain` finds
   one that is not, and :func:`reject_constant` refuses ``NaN``/``Infinity``
@@ -26,26 +24,23 @@ logic, so it can be read and tested on its own:
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from korg_bridge.errors import ConfigError, DependencyMissing, UsageError
+from korg_bridge.errors import DependencyMissing, UsageError
+from korg_bridge.lines import Line, LineFile
 
 __all__ = [
     "MAX_INTEGER",
     "MAX_LINE_BYTES",
     "AnchorReport",
-    "Line",
     "SignatureCheck",
-    "bounded_lines",
     "check_anchors",
     "integer_outside_domain",
-    "open_regular",
+    "ledger_lines",
     "parse_public_key",
     "reject_constant",
 ]
@@ -57,122 +52,21 @@ a few KB), equal to the bridge's cap on one stream. A longer line is reported, n
 MAX_INTEGER = 2**53 - 1
 """korg-ledger@v1's number domain: integers every JSON implementation represents exactly."""
 
-READ_CHUNK = 1024 * 1024
-"""Bytes read per step: a huge line costs this much memory at a time, not its length."""
-
 VERIFY_EXTRA = "pip install 'korg-bridge[verify]'"
 
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX128 = re.compile(r"[0-9a-f]{128}")
 
 
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
-def _wanted(what: str) -> str:
-    return "korg-ledger@v1" if what == "ledger" else "anchors"
-
-
-def _refusal(path: Path, what: str, mode: int) -> ConfigError:
-    return ConfigError(
-        f"cannot read {what} {path}: it is {_kind(mode)}, not a regular file. "
-        f"Pass the path of a {_wanted(what)} .jsonl file."
-    )
-
-
-def _open_error(path: Path, what: str, exc: OSError) -> ConfigError:
-    if isinstance(exc, FileNotFoundError):
-        return ConfigError(f"{what} not found: {path}. Pass the path of a {_wanted(what)} .jsonl file.")
-    reason = exc.strerror or type(exc).__name__
-    return ConfigError(
-        f"cannot read {what} {path}: {reason}. Pass the path of a readable {_wanted(what)} .jsonl file."
-    )
-
-
-def open_regular(path: Path, what: str = "ledger") -> BinaryIO:
-    """Open ``path`` for reading if it is a regular file; refuse anything else without blocking.
-
-    ``what`` names the file in messages (``ledger``, ``anchors file``).
+def ledger_lines(path: Path, what: str = "ledger", max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Line]:
+    """Every line of the file at ``path``, its unterminated last one included (a verifier reports it).
 
     Raises:
-        ConfigError: the path does not exist, cannot be read, or is a directory,
-            device, FIFO or socket.
+        ConfigError: the file does not exist, cannot be read, or is not a regular file.
     """
-    try:
-        before = os.stat(path)  # look before opening: opening a device can itself do something
-    except OSError as exc:
-        raise _open_error(path, what, exc) from exc
-    if not stat.S_ISREG(before.st_mode):
-        raise _refusal(path, what, before.st_mode)
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise _open_error(path, what, exc) from exc
-    after = os.fstat(fd)
-    if not stat.S_ISREG(after.st_mode):  # replaced between the two looks
-        os.close(fd)
-        raise _refusal(path, what, after.st_mode)
-    return os.fdopen(fd, "rb", buffering=0)
-
-
-@dataclass(frozen=True, slots=True)
-class Line:
-    """One line of a file: its bytes, or None when it was longer than the cap (then only counted)."""
-
-    number: int
-    data: bytes | None
-    length: int
-    """Bytes in the line, its newline excluded."""
-    terminated: bool
-    """False for a last line without its newline."""
-
-
-def bounded_lines(handle: BinaryIO, max_bytes: int = MAX_LINE_BYTES) -> Iterator[Line]:
-    """Yield the lines of ``handle``; one longer than ``max_bytes`` comes with ``data=None``.
-
-    Memory stays within ``max_bytes`` plus one :data:`READ_CHUNK` whatever the
-    file holds: an over-long line is skipped as it is read.
-
-    Raises:
-        OSError: reading failed (the caller names the file).
-    """
-    number = 0
-    pending = bytearray()
-    length = 0  # of the current line, counted even once it stopped being kept
-    kept = True
-    while chunk := handle.read(READ_CHUNK):
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            piece = chunk[start:] if end < 0 else chunk[start:end]
-            length += len(piece)
-            if end >= 0 and kept and not pending and length <= max_bytes:
-                number += 1  # the common case: a whole line inside one chunk, no copy
-                yield Line(number, piece, length, True)
-                length, start = 0, end + 1
-                continue
-            if kept and length > max_bytes:
-                kept = False
-                pending.clear()
-            elif kept:
-                pending += piece
-            if end < 0:
-                break
-            number += 1
-            yield Line(number, bytes(pending) if kept else None, length, True)
-            pending.clear()
-            length, kept, start = 0, True, end + 1
-    if length:
-        yield Line(number + 1, bytes(pending) if kept else None, length, False)
+    kind = "korg-ledger@v1" if what == "ledger" else "anchors"
+    with LineFile(path, what, f"Pass the path of a {kind} .jsonl file.") as file:
+        yield from file.lines(max_line=max_line_bytes, partial=True)
 
 
 def reject_constant(name: str) -> Any:
@@ -299,25 +193,19 @@ def check_anchors(path: Path, chain: Mapping[int, str], max_line_bytes: int = MA
         ConfigError: the anchors file does not exist, cannot be read, or is not a regular file.
     """
     report = AnchorReport(path=str(path))
-    with open_regular(path, "anchors file") as handle:
+    for line in ledger_lines(path, "anchors file", max_line_bytes):
+        if line.data is None:
+            report.errors.append(f"anchors line {line.number}: longer than {max_line_bytes} bytes; not read")
+            continue
+        if not line.data.strip():
+            continue
+        report.records += 1
         try:
-            for line in bounded_lines(handle, max_line_bytes):
-                if line.data is None:
-                    report.errors.append(
-                        f"anchors line {line.number}: longer than {max_line_bytes} bytes; not read"
-                    )
-                    continue
-                if not line.data.strip():
-                    continue
-                report.records += 1
-                try:
-                    record = json.loads(line.data.decode("utf-8"), parse_constant=reject_constant)
-                except (UnicodeDecodeError, ValueError, RecursionError):
-                    report.errors.append(f"anchors line {line.number}: not a JSON object (malformed JSON)")
-                    continue
-                problem = _anchor_problem(record, chain)
-                if problem is not None:
-                    report.errors.append(f"anchors line {line.number}: {problem}")
-        except OSError as exc:
-            raise _open_error(path, "anchors file", exc) from exc
+            record = json.loads(line.data.decode("utf-8"), parse_constant=reject_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            report.errors.append(f"anchors line {line.number}: not a JSON object (malformed JSON)")
+            continue
+        problem = _anchor_problem(record, chain)
+        if problem is not None:
+            report.errors.append(f"anchors line {line.number}: {problem}")
     return report

@@ -137,7 +137,7 @@ def _with_any_port(entry: str) -> list[str]:
     scheme, sep, authority = entry.rpartition("://")
     authority = bracketed(authority) if authority.count(":") > 1 else authority
     exact = f"{scheme}{sep}{authority}"
-    if re.search(r":(\d+|\*)$", authority):
+    if re.search(r":(\d+|\*)\Z", authority):
         return [exact]
     return [exact, f"{exact}:*"]
 

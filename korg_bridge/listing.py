@@ -96,8 +96,14 @@ def _status(tool: dict[str, Any]) -> str:
     if tool["status"] == "denied":
         return f"{label}: {_denial_hint(tool)}"
     if tool["status"] == "skipped":
-        return f"{label}: {tool['reason']}"
+        return f"{label}: {printable(tool['reason'])}"
     return label
+
+
+def printable(text: str) -> str:
+    """``text`` as is when it prints on one line, else its repr: a name ending in a newline
+    (a callable the bridge skips for it) must not break a table row or a log line."""
+    return text if text.isprintable() else repr(text)
 
 
 def print_table(report: dict[str, Any], out: TextIO) -> None:
@@ -108,7 +114,7 @@ def print_table(report: dict[str, Any], out: TextIO) -> None:
         rows.append(
             [
                 tool["name"] or "-",
-                tool["command_id"],
+                printable(tool["command_id"]),
                 tool["side_effects"] or ("unspecified" if known else "-"),
                 tool["output_mode"] or ("unspecified" if known else "-"),
                 "-" if tool["long_running"] is None else str(tool["long_running"]).lower(),

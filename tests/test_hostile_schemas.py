@@ -212,3 +212,15 @@ async def test_an_output_check_that_runs_out_of_time_returns_the_output_and_is_a
     [entry] = _audit_entries(ledger, "hostile.slowcheck")
     assert entry["success"] is False
     assert entry["result"]["exit_code"] == 0 and PATHOLOGICAL in entry["result"]["output"]
+
+
+def test_a_name_with_a_newline_cannot_break_the_table_or_a_log_line() -> None:
+    done = run_cli([str(HOSTILE), "--list-tools"])
+    assert done.returncode == 0, done.stderr
+    table = done.stdout.split("\n\n")[1].splitlines()  # between the policy line and the summary
+    assert table[0].startswith("TOOL")
+    assert all(row.startswith(("hostile_", "- ")) for row in table[1:]), table
+    assert any("'hostile.run\\n'" in row for row in table)
+    warnings = done.stderr.splitlines()
+    assert all(line.startswith("korg-bridge: WARNING: skipping callable") for line in warnings)
+    assert any("'hostile.run\\n'" in line for line in warnings)

@@ -20,11 +20,11 @@ from korg_bridge.ledger import GENESIS_HASH, LedgerWriter, entry_hash, preimage,
 from korg_bridge.ledgercheck import (
     MAX_INTEGER,
     MAX_LINE_BYTES,
-    READ_CHUNK,
     SignatureCheck,
-    bounded_lines,
+    ledger_lines,
     parse_public_key,
 )
+from korg_bridge.lines import CHUNK_SIZE as READ_CHUNK
 
 REPO = Path(__file__).resolve().parents[1]
 SUBPROCESS_BOUND = 60.0
@@ -324,8 +324,7 @@ def test_lines_across_read_chunks_come_back_whole(tmp_path: Path, sizes: list[in
     lines = [bytes([97 + i]) * size for i, size in enumerate(sizes)]
     path = tmp_path / "l.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\ntail")
-    with path.open("rb") as handle:
-        got = list(bounded_lines(handle))
+    got = list(ledger_lines(path))
     assert [line.data for line in got] == [*lines, b"tail"]
     assert [line.terminated for line in got] == [True] * len(lines) + [False]
 

@@ -2,7 +2,7 @@
 
 This is where a ledger line becomes an indexed event::
 
-    LineFile.lines()        complete lines from a byte offset     (recall/lines.py)
+    LineFile.lines()        complete lines from a byte offset     (lines.py)
     _decode()               JSON object, depth-bounded            (here)
     shapes.parse_line()     events and tool results of the line   (recall/shapes/)
     rows.event_row()        searchable text, stored JSON, project (recall/rows.py, text.py, project.py)
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from korg_bridge.errors import ConfigError
+from korg_bridge.lines import HEAD_BYTES, MAX_LINE_BYTES, Line, LineFile
 from korg_bridge.recall.event import Event
-from korg_bridge.recall.lines import HEAD_BYTES, MAX_LINE_BYTES, Line, LineFile
 from korg_bridge.recall.pairing import SlicePairing
 from korg_bridge.recall.project import ProjectCache
 from korg_bridge.recall.rows import LineError, ResultRow, Row, bindable, event_row, result_row

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from korg_bridge.errors import ConfigError, KorgError, UsageError
+from korg_bridge.lines import MAX_LINE_BYTES
 from korg_bridge.recall.batches import BATCH_BYTES, WORKER_MIN_BYTES
-from korg_bridge.recall.lines import MAX_LINE_BYTES
 from korg_bridge.recall.migrations import SchemaMismatch, migrate
 from korg_bridge.recall.ownership import inspect, move_aside
 from korg_bridge.recall.refresh import Refresher, RefreshReport
@@ -133,7 +133,7 @@ class Index:
     worker_min_bytes: int = WORKER_MIN_BYTES
     """Bytes to read from which a refresh parses in a worker process (see :mod:`~korg_bridge.recall.worker`)."""
     max_line_bytes: int = MAX_LINE_BYTES
-    """The longest ledger line indexed; longer ones are skipped unread (see :mod:`~korg_bridge.recall.lines`)."""
+    """The longest ledger line indexed; longer ones are skipped unread (see :mod:`~korg_bridge.lines`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)

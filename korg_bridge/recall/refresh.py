@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from korg_bridge.lines import MAX_LINE_BYTES, head_hash
 from korg_bridge.recall import pairing
 from korg_bridge.recall.batches import (
     BATCH_BYTES,
@@ -47,7 +48,6 @@ from korg_bridge.recall.batches import (
     Work,
     read_batches,
 )
-from korg_bridge.recall.lines import MAX_LINE_BYTES, head_hash
 from korg_bridge.recall.rows import ROW_COLUMNS
 from korg_bridge.recall.sources import FileState, list_sources, stat_file
 

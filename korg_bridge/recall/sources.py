@@ -13,7 +13,7 @@ would grow memory without bound, a FIFO would block forever. So a source
 named explicitly that is neither a folder nor a regular file is a usage
 error naming it, and a folder scan passes over such entries (symlinks are
 followed, but never in a loop). Each file is checked again when it is
-opened (:mod:`korg_bridge.recall.lines`), in case it was swapped meanwhile.
+opened (:mod:`korg_bridge.lines`), in case it was swapped meanwhile.
 """
 
 from __future__ import annotations

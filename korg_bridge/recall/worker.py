@@ -39,6 +39,7 @@ from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from korg_bridge.lines import MAX_LINE_BYTES
 from korg_bridge.recall.batches import (
     BATCH_BYTES,
     WORKER_MIN_BYTES,
@@ -47,7 +48,6 @@ from korg_bridge.recall.batches import (
     read_batches,
     read_file,
 )
-from korg_bridge.recall.lines import MAX_LINE_BYTES
 from korg_bridge.recall.project import ProjectCache
 
 __all__ = ["parsed_batches"]

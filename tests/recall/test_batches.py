@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from korg_bridge.lines import MAX_LINE_BYTES
 from korg_bridge.recall.batches import Batch, Work, read_file
-from korg_bridge.recall.lines import MAX_LINE_BYTES
 from korg_bridge.recall.rows import ROW_COLUMNS
 from korg_bridge.recall.sources import stat_file
 

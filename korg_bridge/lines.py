@@ -1,19 +1,24 @@
-"""Complete lines of a ledger file from a byte offset, with bounded memory and no blocking.
+"""Lines of a JSONL file from a byte offset, with bounded memory and no blocking.
 
-Ledgers are append-only files that other processes are writing while we
-read them, so reading is done in bytes from a saved offset, and a line is
-only consumed once its newline has arrived. Lines are split on ``b"\\n"``
-before anything is decoded, so invalid UTF-8 can never move a line boundary.
+Every reader of user-named JSONL files goes through here: korg-recall's index
+refresh (ledgers that other processes are appending to while we read them)
+and ``korg-recall verify`` (a path a model may pick through the bridge).
+Reading is done in bytes from a saved offset, and lines are split on
+``b"\\n"`` before anything is decoded, so invalid UTF-8 can never move a
+line boundary.
 
-Hostile files cannot hang or exhaust a refresh:
+Hostile files cannot hang or exhaust a reader:
 
-* the file is opened with ``O_NONBLOCK`` and must be a regular file
-  (``fstat`` after opening, so a FIFO swapped in after the directory scan
-  neither blocks the open nor is read);
-* a line longer than :data:`MAX_LINE_BYTES` is never held whole: its bytes
-  are counted and dropped as they stream past, and it is reported as an
-  oversized :class:`Line` (``data`` None) for the caller to skip and count.
+* the path is looked at before it is opened and must be a regular file
+  (opening a device can itself do something; opening a FIFO blocks until a
+  writer appears), it is opened with ``O_NONBLOCK``, and looked at again
+  (``fstat``) so a FIFO swapped in between neither blocks nor is read;
+* a line longer than the reader's cap is never held whole: its bytes are
+  counted and dropped as they stream past, and it comes back as an
+  oversized :class:`Line` (``data`` None) for the caller to report.
 
+A last line without its newline is normally left for the next read (its
+writer is still writing it); a verifier asks for it too (``partial=True``).
 :meth:`LineFile.head_hash` fingerprints the start of the file, so a refresh
 can tell a file rewritten in place (logrotate ``copytruncate``, a same-size
 rewrite) from one that only grew.
@@ -30,7 +35,7 @@ from types import TracebackType
 
 from korg_bridge.errors import ConfigError
 
-__all__ = ["CHUNK_SIZE", "HEAD_BYTES", "MAX_LINE_BYTES", "Line", "LineFile", "head_hash"]
+__all__ = ["CHUNK_SIZE", "HEAD_BYTES", "MAX_LINE_BYTES", "Line", "LineFile", "head_hash", "not_regular"]
 
 CHUNK_SIZE = 1024 * 1024
 """Bytes read per step: bounds memory for huge files while keeping syscalls few."""
@@ -44,6 +49,21 @@ _OPEN_FLAGS = (
     os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 )
 
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is not a regular file (``"a FIFO (named pipe)"``), else None."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
 
 @dataclass(frozen=True, slots=True)
 class Line:
@@ -55,6 +75,8 @@ class Line:
     """None when the line is longer than the reader's ``max_line``: it was dropped unread."""
     size: int
     """Its length in bytes, without the newline."""
+    terminated: bool = True
+    """False for a last line without its newline (yielded only with ``partial=True``)."""
 
     @property
     def end(self) -> int:
@@ -63,33 +85,53 @@ class Line:
 
 
 class LineFile:
-    """An open ledger file (use it as a context manager).
+    """An open JSONL file (use it as a context manager).
+
+    ``what`` names the file in messages (``ledger``, ``anchors file``) and
+    ``fix`` is the advice they end with.
 
     Raises (on entering):
-        ConfigError: the file cannot be opened, or is not a regular file.
+        ConfigError: the file does not exist, cannot be opened, or is not a regular file.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], what: str = "ledger", fix: str = "Pass a ledger file or a folder."
+    ) -> None:
         self.path = os.fspath(path)
+        self.what = what
+        self.fix = fix
         self._fd = -1
+
+    def _refused(self, kind: str) -> ConfigError:
+        return ConfigError(
+            f"cannot read {self.what} {self.path}: it is {kind}, not a regular file. {self.fix}"
+        )
+
+    def _failed(self, exc: OSError) -> ConfigError:
+        if isinstance(exc, FileNotFoundError):
+            return ConfigError(f"{self.what} not found: {self.path}. {self.fix}")
+        return ConfigError(f"cannot read {self.what} {self.path}: {exc.strerror or exc}. {self.fix}")
 
     def __enter__(self) -> LineFile:
         try:
+            before = os.stat(self.path)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+        kind = not_regular(before.st_mode)
+        if kind is not None:
+            raise self._refused(kind)
+        try:
             fd = os.open(self.path, _OPEN_FLAGS)
         except OSError as exc:
-            raise ConfigError(
-                f"cannot read ledger {self.path}: {exc.strerror or exc}. Check that it exists and is readable."
-            ) from exc
+            raise self._failed(exc) from exc
         try:
-            mode = os.fstat(fd).st_mode
+            kind = not_regular(os.fstat(fd).st_mode)
         except OSError as exc:
             os.close(fd)
-            raise ConfigError(f"cannot read ledger {self.path}: {exc.strerror or exc}.") from exc
-        if not stat.S_ISREG(mode):
+            raise self._failed(exc) from exc
+        if kind is not None:  # replaced between the two looks
             os.close(fd)
-            raise ConfigError(
-                f"cannot read ledger {self.path}: it is not a regular file. Pass a ledger file or a folder."
-            )
+            raise self._refused(kind)
         self._fd = fd
         return self
 
@@ -104,15 +146,22 @@ class LineFile:
         try:
             return os.pread(self._fd, size, offset)
         except OSError as exc:
-            raise ConfigError(f"cannot read ledger {self.path}: {exc.strerror or exc}.") from exc
+            raise self._failed(exc) from exc
 
     def lines(
-        self, offset: int, line_no: int, *, max_bytes: int | None = None, max_line: int = MAX_LINE_BYTES
+        self,
+        offset: int = 0,
+        line_no: int = 0,
+        *,
+        max_bytes: int | None = None,
+        max_line: int = MAX_LINE_BYTES,
+        partial: bool = False,
     ) -> Iterator[Line]:
         """Complete lines from byte ``offset``; ``line_no`` lines precede it.
 
         A last line without its newline is left for the next call (its writer
-        is still writing it). ``max_bytes`` bounds one call: lines stop once
+        is still writing it), unless ``partial``: then it comes last, with
+        ``terminated`` False. ``max_bytes`` bounds one call: lines stop once
         they reach ``offset + max_bytes`` (at least one complete line is
         always yielded when one is available, so a caller looping until
         nothing moves always progresses). Blank lines are yielded too: they
@@ -128,6 +177,9 @@ class LineFile:
         while stop is None or position < stop:
             chunk = self._pread(CHUNK_SIZE, position + len(tail) + (skipped or 0))
             if not chunk:
+                if partial and (tail or skipped is not None):
+                    size = skipped if skipped is not None else len(tail)
+                    yield Line(position, count + 1, None if skipped is not None else bytes(tail), size, False)
                 return
             last = chunk.rfind(b"\n")
             if last < 0:

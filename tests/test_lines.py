@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from korg_bridge import lines as lines_module
 from korg_bridge.errors import ConfigError
-from korg_bridge.recall import lines as lines_module
-from korg_bridge.recall.lines import HEAD_BYTES, Line, LineFile, head_hash
+from korg_bridge.lines import HEAD_BYTES, Line, LineFile, head_hash
 
 
 def read(path: Path, offset: int = 0, line_no: int = 0, **options: int) -> list[Line]:
@@ -119,7 +119,7 @@ def test_a_device_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read ledger"):
+    with pytest.raises(ConfigError, match="ledger not found"):
         read(tmp_path / "gone.jsonl")
 
 

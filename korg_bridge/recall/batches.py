@@ -24,6 +24,7 @@ pickles cheaply.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -60,6 +61,13 @@ MAX_DEPTH = 100
 """Deepest nesting of a line's JSON that is indexed. Real lines nest a dozen levels; a line nested
 hundreds deep exists only to exhaust recursion in whatever reads it next (``show``, redaction)."""
 MAX_SKIP_RECORDS = 100
+REPAIRED = "kept, repaired: "
+"""How a line that was indexed only after a repair is noted beside the skipped ones (``stats``
+lists it under ``repaired``), so what changed in it is as findable as what was dropped."""
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<![0-9a-fA-F]{4})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+"""A ``\\ud83d`` escape not followed by its low half, or a low half on its own (JSON text)."""
 """Skipped lines remembered per file with their reason (all are counted)."""
 
 _decode_json = json.JSONDecoder().raw_decode
@@ -182,10 +190,13 @@ class _Slice:
         self.pairing = SlicePairing(self.rows)
 
     def skip(self, line: Line, reason: str) -> None:
-        batch = self.batch
-        batch.skipped += 1
-        if len(batch.skips) < MAX_SKIP_RECORDS:
-            batch.skips.append((line.number, bindable(reason)))
+        self.batch.skipped += 1
+        self.note(line, reason)
+
+    def note(self, line: Line, reason: str) -> None:
+        """Record why a line is worth a look in ``stats`` (skipped, or kept after a repair)."""
+        if len(self.batch.skips) < MAX_SKIP_RECORDS:
+            self.batch.skips.append((line.number, bindable(reason)))
 
     def add(self, line: Line) -> None:
         """Turn one line into rows, or skip it with the reason."""
@@ -201,6 +212,10 @@ class _Slice:
             where = Where(self.batch.work.path, line.offset, line.number)
             # A lone surrogate can only come from a \\ud… escape: other lines need no check for one.
             escaped = b"\\u" in data and (b"\\ud" in data or b"\\uD" in data)
+            if escaped and _LONE_SURROGATE.search(data):
+                self.note(
+                    line, f"{REPAIRED}a lone UTF-16 surrogate (a string cut inside an emoji) became U+FFFD"
+                )
             for item in parse_line(obj, where, self.batch.parse_state):
                 if isinstance(item, Event):
                     converted.append(event_row(item, self.projects(item.cwd), escaped=escaped))

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from korg_bridge.recall.batches import REPAIRED
 from korg_bridge.recall.migrations import MIGRATIONS
 from korg_bridge.recall.refresh import delete_source_events
 
@@ -36,21 +37,24 @@ def _grouped(conn: sqlite3.Connection, column: str) -> dict[str, int]:
     rows = conn.execute(
         f"SELECT {column}, count(*) FROM events GROUP BY {column} ORDER BY count(*) DESC, {column}"
     )
-    return {str(key): count for key, count in rows}
+    return {"(none)" if key is None else str(key): count for key, count in rows}
 
 
-def _skips(conn: sqlite3.Connection) -> dict[int, list[dict[str, Any]]]:
-    by_source: dict[int, list[dict[str, Any]]] = {}
+def _noted(conn: sqlite3.Connection) -> dict[tuple[int, str], list[dict[str, Any]]]:
+    """The noted lines of each file, as ``(source id, "skipped" | "repaired")`` → records."""
+    by_source: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for source_id, line_no, reason in conn.execute(
         "SELECT source_id, line_no, reason FROM skipped_lines ORDER BY source_id, line_no"
     ):
-        by_source.setdefault(source_id, []).append({"line": line_no, "reason": reason})
+        kind = "repaired" if reason.startswith(REPAIRED) else "skipped"
+        text = reason.removeprefix(REPAIRED)
+        by_source.setdefault((source_id, kind), []).append({"line": line_no, "reason": text})
     return by_source
 
 
 def index_stats(conn: sqlite3.Connection, path: Path) -> dict[str, Any]:
     """Describe the index at ``path`` (``conn`` is open on it)."""
-    skips = _skips(conn)
+    noted = _noted(conn)
     sources: list[dict[str, Any]] = []
     for source_id, source, events, offset, size, skipped, ignored, indexed_at, gone_at in conn.execute(
         'SELECT s.id, s.path, (SELECT count(*) FROM events e WHERE e.source_id = s.id), s."offset",'
@@ -67,8 +71,9 @@ def index_stats(conn: sqlite3.Connection, path: Path) -> dict[str, Any]:
         }
         if gone_at is not None:
             entry["gone_since"] = _iso(gone_at)
-        if source_id in skips:
-            entry["skipped"] = skips[source_id]
+        for kind in ("skipped", "repaired"):
+            if (source_id, kind) in noted:
+                entry[kind] = noted[source_id, kind]
         sources.append(entry)
     last = conn.execute("SELECT value FROM meta WHERE key = 'last_refresh'").fetchone()
     passed = conn.execute("SELECT value FROM meta WHERE key = 'passed_over'").fetchone()
@@ -90,6 +95,9 @@ def index_stats(conn: sqlite3.Connection, path: Path) -> dict[str, Any]:
         "skipped_lines": sum(source["skipped_lines"] for source in sources),
         "skipped": [
             {"path": source["path"], **record} for source in sources for record in source.get("skipped", ())
+        ][:SKIPPED_SHOWN],
+        "repaired": [
+            {"path": source["path"], **record} for source in sources for record in source.get("repaired", ())
         ][:SKIPPED_SHOWN],
         "ignored_lines": sum(source["ignored_lines"] for source in sources),
         "pending_results": conn.execute("SELECT count(*) FROM pending_patches").fetchone()[0],

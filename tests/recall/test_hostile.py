@@ -92,16 +92,22 @@ def test_a_poison_line_is_skipped_named_in_stats_and_recall_goes_on(tmp_path: Pa
     assert skip["reason"].startswith(reason)
 
 
-def test_a_lone_surrogate_is_read_as_a_replacement_character(tmp_path: Path) -> None:
+def test_a_lone_surrogate_is_read_as_a_replacement_character_and_named_in_stats(tmp_path: Path) -> None:
     ledger = tmp_path / "ledgers" / "cut.jsonl"
     ledger.parent.mkdir()
     # What JavaScript writes when it cuts a string inside an emoji: an escaped lone surrogate.
-    ledger.write_text(legacy(1, "emoji cut \ud83d here") + "\n" + legacy(2, "next line") + "\n")
+    whole = "a whole emoji \U0001f600 is no repair"
+    ledger.write_text(legacy(1, "emoji cut \ud83d here") + "\n" + legacy(2, whole) + "\n")
     index = tmp_path / "index.sqlite"
     found = korg_recall("recall", "--ledger", str(ledger.parent), "--query", "emoji", "--json", index=index)
     assert found.returncode == 0, found.stderr
-    assert [hit["snippet"] for hit in json.loads(found.stdout)["hits"]] == ["emoji cut \ufffd here"]
-    assert stats(index)["skipped_lines"] == 0
+    snippets = sorted(hit["snippet"] for hit in json.loads(found.stdout)["hits"])
+    assert snippets == [whole, "emoji cut \ufffd here"]
+    report = stats(index)
+    assert report["skipped_lines"] == 0  # the event was kept ...
+    [repaired] = report["repaired"]  # ... and the line that needed a repair is named
+    assert (repaired["path"], repaired["line"]) == (str(ledger), 1)
+    assert "lone UTF-16 surrogate" in repaired["reason"]
 
 
 # --- files that are not ledgers ------------------------------------------------------------------

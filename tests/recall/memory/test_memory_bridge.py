@@ -170,6 +170,8 @@ async def test_purge_leaves_no_trace_of_the_body_in_the_store_its_wal_the_mirror
     bridge: Bridge, world: dict[str, Path]
 ) -> None:
     store = store_of(world)
+    # The store exists once something was written (this test may run first, alone).
+    await tool(bridge, REMEMBER, {"content": "The purge drill starts from a store on disk.", "type": "note"})
     # An idle connection of our own keeps the WAL file alive between korg-recall processes (the
     # last connection to close would checkpoint and delete it), so the purge must empty it itself.
     watcher = connect(store)

@@ -196,7 +196,7 @@ class Store:
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA temp_store = MEMORY")
-            if seen and len(seen) < len(known):
+            if seen and len(seen) < len(known) and _holds_memories(conn, names):
                 self._backup(conn, "before-migration")
             migrate(conn, MIGRATIONS)
             names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -226,11 +226,14 @@ class Store:
             delay = min(delay * 2, 0.1)
 
     def _backup(self, conn: sqlite3.Connection, why: str) -> Path:
-        """Copy the store to ``<store>.bak-<UTC>`` (written as ``.partial``, then renamed)."""
+        """Copy the store to ``<store>.bak-<UTC>`` (reserved first, written as ``.partial``, then
+        renamed over the reservation), never replacing an earlier backup."""
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        target = self.path.with_name(f"{self.path.name}.bak-{stamp}")
-        partial = target.with_name(target.name + ".partial")
+        wanted = self.path.with_name(f"{self.path.name}.bak-{stamp}")
+        target: Path | None = None
         try:
+            target = _reserve(wanted)
+            partial = target.with_name(target.name + ".partial")
             dest = sqlite3.connect(partial)
             try:
                 conn.backup(dest)
@@ -238,8 +241,12 @@ class Store:
                 dest.close()
             os.replace(partial, target)
         except (OSError, sqlite3.Error) as exc:
+            if target is not None:  # ours, and empty or partial: nothing of the user's is in them
+                for leftover in (target, target.with_name(target.name + ".partial")):
+                    with contextlib.suppress(OSError):
+                        os.unlink(leftover)
             raise ConfigError(
-                f"cannot back up the memory store {self.path} to {target} ({why}): {exc}. "
+                f"cannot back up the memory store {self.path} to {target or wanted} ({why}): {exc}. "
                 "Check free space and permissions; the store was not changed."
             ) from exc
         logger.info("memory store %s: backup %s taken (%s)", self.path, target, why)
@@ -328,3 +335,25 @@ class Store:
         except sqlite3.Error:
             return False
         return not busy
+
+
+def _holds_memories(conn: sqlite3.Connection, tables: set[str]) -> bool:
+    """Whether there is anything to back up: a store whose first run was cut short holds no memory."""
+    return "memory" in tables and conn.execute("SELECT 1 FROM memory LIMIT 1").fetchone() is not None
+
+
+def _reserve(target: Path) -> Path:
+    """Create ``target`` (or ``target-2``, ``-3`` …) exclusively and return it: a backup never
+    replaces an earlier one, even when two are taken in the same second.
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    for attempt in range(1, 1000):
+        candidate = target if attempt == 1 else target.with_name(f"{target.name}-{attempt}")
+        try:
+            os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(f"{target}: too many backups taken in the same second")

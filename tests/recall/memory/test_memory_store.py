@@ -131,3 +131,25 @@ def test_ids_are_m_and_ten_base32_characters() -> None:
     assert all(
         len(i) == 11 and i[0] == "m" and set(i[1:]) <= set("abcdefghijklmnopqrstuvwxyz234567") for i in ids
     )
+
+
+def test_a_store_cut_short_before_holding_anything_is_finished_without_a_backup(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        migrate(conn, MIGRATIONS[:1])  # a first run killed between two migrations: nothing to protect
+    finally:
+        conn.close()
+    with Store(path):
+        pass
+    assert newest_backup(path) is None
+
+
+def test_backups_taken_in_the_same_second_never_replace_each_other(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    with Store(path) as store:
+        first = store._backup(store.conn, "test")
+        second = store._backup(store.conn, "test")
+    assert first != second
+    assert first.exists() and second.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if ".partial" in p.name) == []

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard, TypeVar
 
+from korg_bridge.durable import fsync_folder
 from korg_bridge.errors import ConfigError
 from korg_bridge.ledgercheck import (
     MAX_LINE_BYTES,
@@ -48,7 +49,6 @@ from korg_bridge.ledgercheck import (
 )
 from korg_bridge.ledgerfile import (
     chained_entry,
-    fsync_folder,
     last_line,
     last_newline_before,
     looks_torn,

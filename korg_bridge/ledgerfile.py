@@ -30,13 +30,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from korg_bridge.durable import fsync_folder, reserve, write_all
 from korg_bridge.errors import ConfigError
 
 __all__ = [
     "MAX_LINE_BYTES",
     "chained_entry",
     "check_ledger_file",
-    "fsync_folder",
     "last_line",
     "last_newline_before",
     "line_fault",
@@ -51,8 +51,6 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 _BLOCK = 64 * 1024
 """Bytes read per step while scanning for a newline."""
 
-_SIDE_FILE_ATTEMPTS = 100
-"""Side-file names tried per second before giving up (each one is new, never overwritten)."""
 
 _TORN_PREFIX = re.compile(rb'\s*\{"schema_version": "[^"\\\n]{0,32}", "seq_id": [0-9]')
 """How :class:`~korg_bridge.ledger.LedgerWriter` starts every line: a torn write of it
@@ -220,32 +218,9 @@ def check_ledger_file(path: Path, *, what: str = "ledger") -> None:
         )
 
 
-def _side_path(path: Path, attempt: int) -> Path:
+def _side_name(path: Path) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    suffix = "" if attempt == 0 else f"-{attempt + 1}"
-    return path.with_name(f"{path.name}.torn-{stamp}{suffix}")
-
-
-def _create_exclusive(path: Path) -> tuple[Path, int]:
-    """A new side file beside ``path``, owner-only; an existing name is never reused.
-
-    Raises:
-        OSError: no new file could be created.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    for attempt in range(_SIDE_FILE_ATTEMPTS):
-        side = _side_path(path, attempt)
-        try:
-            return side, os.open(side, flags, 0o600)
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"{_SIDE_FILE_ATTEMPTS} side files for this second already exist")
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    return path.with_name(f"{path.name}.torn-{stamp}")
 
 
 def set_aside(fd: int, path: Path, start: int, end: int) -> Path:
@@ -260,9 +235,13 @@ def set_aside(fd: int, path: Path, start: int, end: int) -> Path:
         ConfigError: the side file cannot be created or written; the ledger is
             untouched.
     """
+    side: Path | None = None
     try:
-        side, out = _create_exclusive(path)
+        side = reserve(_side_name(path))
+        out = os.open(side, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
+        if side is not None:  # reserved (ours, empty) but not opened
+            side.unlink(missing_ok=True)
         raise ConfigError(
             f"cannot set the torn last line of ledger {path} aside in {path.parent}: "
             f"{getattr(exc, 'strerror', None) or exc}. Free space or fix permissions; the ledger was left as it was."
@@ -273,7 +252,7 @@ def set_aside(fd: int, path: Path, start: int, end: int) -> Path:
             block = os.pread(fd, min(_BLOCK, end - pos), pos)
             if not block:
                 break
-            _write_all(out, block)
+            write_all(out, block)
             pos += len(block)
         os.fsync(out)
     except OSError as exc:
@@ -286,17 +265,3 @@ def set_aside(fd: int, path: Path, start: int, end: int) -> Path:
     os.close(out)
     fsync_folder(path.parent)
     return side
-
-
-def fsync_folder(folder: Path) -> None:
-    """Make a new directory entry in ``folder`` durable (best effort: some filesystems refuse)."""
-    try:
-        dir_fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # pragma: no cover - the folder was just written to
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:  # pragma: no cover - some filesystems refuse fsync on folders
-        pass
-    finally:
-        os.close(dir_fd)

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from korg_bridge.durable import reserve
 from korg_bridge.errors import ConfigError
 from korg_bridge.recall.migrations import APPLICATION_ID, MIGRATIONS
 
@@ -42,8 +43,6 @@ _HEADER_BYTES = 100
 _APPLICATION_ID_OFFSET = 68
 _SIDECARS = ("-wal", "-shm", "-journal")
 """SQLite's own files beside a database: they belong to it and move with it."""
-MAX_BACKUPS = 1000
-"""Names tried for one backup before giving up (``-1`` … ``-999`` after the plain one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,28 +162,6 @@ def inspect(path: Path) -> Ownership:
     raise _refuse(path, verdict)
 
 
-def _reserve(base: str) -> str:
-    """Create ``base`` (or ``base-1``, ``base-2`` …) exclusively, with its sidecar names; return it.
-
-    Raises:
-        OSError: no name could be reserved.
-    """
-    for n in range(MAX_BACKUPS):
-        name = base if n == 0 else f"{base}-{n}"
-        made: list[str] = []
-        try:
-            for suffix in ("", *_SIDECARS):
-                fd = os.open(f"{name}{suffix}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-                os.close(fd)
-                made.append(f"{name}{suffix}")
-        except FileExistsError:
-            for placeholder in made:  # ours: created just now, empty
-                os.unlink(placeholder)
-            continue
-        return name
-    raise FileExistsError(f"{base} and {MAX_BACKUPS - 1} numbered variants all exist")
-
-
 def move_aside(path: Path, identity: tuple[int, int] | None) -> Path:
     """Rename the index at ``path`` (and its ``-wal``/``-shm``) to a new ``.broken-<time>`` name.
 
@@ -202,7 +179,7 @@ def move_aside(path: Path, identity: tuple[int, int] | None) -> Path:
         raise _refuse(path, "it changed since it was checked")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     try:
-        target = _reserve(f"{path}.broken-{stamp}")
+        target = reserve(f"{path}.broken-{stamp}", sidecars=_SIDECARS)
     except OSError as exc:
         raise ConfigError(
             f"cannot move the broken recall index {path} aside: {exc.strerror or exc}. Set {ENV_INDEX} "

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from korg_bridge.durable import fsync_folder, write_all
 from korg_bridge.recall.memory.frontmatter import FrontMatterError, Parsed, file_name, parse, rel_path, render
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.scopes import mirror_dir_of
@@ -95,28 +96,13 @@ def write_atomic(root: Path, rel: str, text: str) -> FileState:
     tmp = tmp_dir / f"{target.name}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, target)
     info = os.stat(target)
     return FileState(info.st_size, info.st_mtime_ns, _sha(data))
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # pragma: no cover - the folder was just written to
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover - some file systems refuse fsync on folders
-        pass
-    finally:
-        os.close(fd)
 
 
 def remove_if_unchanged(root: Path, rel: str, sha256: str) -> bool:
@@ -356,7 +342,7 @@ def reconcile(store: Any, *, ids: Sequence[str] | None = None) -> list[str]:
         # Done, or reported once: a problem left queued would warn on every call until fixed.
         conn.executemany("DELETE FROM mirror_dirty WHERE id = ?", [(mid,) for mid in ids])
     for folder in folders:  # once per folder, not once per file: the new names become durable
-        _fsync_dir(folder)
+        fsync_folder(folder)
     return problems
 
 

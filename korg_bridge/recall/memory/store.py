@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
+from korg_bridge.durable import reserve
 from korg_bridge.errors import ConfigError, KorgError
 from korg_bridge.recall.memory.schema import MIGRATIONS, TABLES
 from korg_bridge.recall.migrations import SchemaMismatch, applied, migrate
@@ -232,7 +233,7 @@ class Store:
         wanted = self.path.with_name(f"{self.path.name}.bak-{stamp}")
         target: Path | None = None
         try:
-            target = _reserve(wanted)
+            target = reserve(wanted)
             partial = target.with_name(target.name + ".partial")
             dest = sqlite3.connect(partial)
             try:
@@ -340,20 +341,3 @@ class Store:
 def _holds_memories(conn: sqlite3.Connection, tables: set[str]) -> bool:
     """Whether there is anything to back up: a store whose first run was cut short holds no memory."""
     return "memory" in tables and conn.execute("SELECT 1 FROM memory LIMIT 1").fetchone() is not None
-
-
-def _reserve(target: Path) -> Path:
-    """Create ``target`` (or ``target-2``, ``-3`` …) exclusively and return it: a backup never
-    replaces an earlier one, even when two are taken in the same second.
-
-    Raises:
-        OSError: the folder cannot be written.
-    """
-    for attempt in range(1, 1000):
-        candidate = target if attempt == 1 else target.with_name(f"{target.name}-{attempt}")
-        try:
-            os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        except FileExistsError:
-            continue
-        return candidate
-    raise FileExistsError(f"{target}: too many backups taken in the same second")

@@ -51,6 +51,13 @@ SIMILAR_JACCARD = 0.35
 MERGE_COSINE = 0.92
 """Embedding cosine from which two memories with nothing differing are merged."""
 SIMILAR_COSINE = 0.80
+VALUE_JACCARD = 0.2
+"""Overlap from which a new memory that differs from a candidate only in values (numbers, dates)
+is linked to it as similar: the same fact updated in other words. Measured on the knowledge-update
+suite of bench/memory_bench.py (tuning seed): rewordings of one fact overlap 0.15-0.35; at 0.2 about
+half of them are linked, and 1.4 % of pairs of two facts of one shape whose subjects are lower-case
+words (services, milestones) -- which retrieval does not reorder (see search._newer_first)."""
+_VALUE_DIFFERENCES = ("numbers differ", "dates or times differ")
 CANDIDATES = 10
 """Live memories of the scope compared with a new one (by BM25, plus cosine when it ran)."""
 MAX_QUERY_TERMS = 64
@@ -164,6 +171,13 @@ def _candidates(conn: sqlite3.Connection, draft: Draft, cosines: dict[str, float
     return list(found.values())
 
 
+def _value_update(differing: list[str]) -> bool:
+    """True when two texts differ in a value (a number, a date or time) and otherwise at most in
+    wording -- not in names, negation or order: the same fact with a new value, reworded."""
+    values = [d for d in differing if d.startswith(_VALUE_DIFFERENCES)]
+    return bool(values) and all(d.startswith((*_VALUE_DIFFERENCES, "words differ")) for d in differing)
+
+
 def decide(conn: sqlite3.Connection, draft: Draft, cosines: dict[str, float]) -> Decision:
     """The decision for ``draft`` against the store as it is inside the caller's transaction.
 
@@ -209,12 +223,12 @@ def _near(conn: sqlite3.Connection, draft: Draft, cosines: dict[str, float]) -> 
         best = max(best, overlap)
         merge_by = overlap >= MERGE_JACCARD or (cosine is not None and cosine >= MERGE_COSINE)
         alike = overlap >= SIMILAR_JACCARD or (cosine is not None and cosine >= SIMILAR_COSINE)
-        if not alike:
+        differing = differences(draft.body, candidate.body) if alike or overlap >= VALUE_JACCARD else []
+        if not alike and not _value_update(differing):
             continue
         measure, score = (
             ("cosine", cosine) if cosine is not None and cosine > overlap else ("jaccard", overlap)
         )
-        differing = differences(draft.body, candidate.body)
         entry = Similar(
             candidate.id, candidate.version, candidate.title, float(score or 0.0), measure, differing
         )

@@ -90,6 +90,10 @@ def newest_backup(path: Path) -> Path | None:
     return path.parent / max(names) if names else None
 
 
+def _holds_memories(conn: sqlite3.Connection, tables: set[str]) -> bool:
+    return "memory" in tables and conn.execute("SELECT 1 FROM memory LIMIT 1").fetchone() is not None
+
+
 def _is_corrupt(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     return code is not None and (code & 0xFF) in _CORRUPT_CODES
@@ -196,7 +200,9 @@ class Store:
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA temp_store = MEMORY")
-            if seen and len(seen) < len(known):
+            # A store with no memory yet is one whose creation was interrupted (killed between two
+            # of its first migrations): nothing to protect, and a backup would only litter the folder.
+            if seen and len(seen) < len(known) and _holds_memories(conn, names):
                 self._backup(conn, "before-migration")
             migrate(conn, MIGRATIONS)
             names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}

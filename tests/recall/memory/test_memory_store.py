@@ -131,3 +131,15 @@ def test_ids_are_m_and_ten_base32_characters() -> None:
     assert all(
         len(i) == 11 and i[0] == "m" and set(i[1:]) <= set("abcdefghijklmnopqrstuvwxyz234567") for i in ids
     )
+
+
+def test_finishing_an_interrupted_creation_takes_no_backup(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        migrate(conn, MIGRATIONS[:2])  # a first process killed between its migrations
+    finally:
+        conn.close()
+    with Store(path) as store:
+        assert store.conn.execute("SELECT count(*) FROM _migrations").fetchone() == (len(MIGRATIONS),)
+    assert newest_backup(path) is None

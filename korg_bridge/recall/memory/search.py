@@ -219,7 +219,7 @@ def search_memories(
     hits.sort(key=lambda hit: (-hit.score, hit.version.id, -hit.version.version))
     matched = _matched_terms(conn, terms, [hit.version.rowid or 0 for hit in hits])
     hits = _newest_of_ties(hits, matched)
-    return _newer_first(conn, hits, matched)[:top_n]
+    return _newer_first(conn, hits, matched, at_a_time=as_of is not None)[:top_n]
 
 
 def _start(version: Version) -> str:
@@ -281,13 +281,19 @@ def _rarest(conn: sqlite3.Connection, words: frozenset[str], cache: dict[str, in
 
 
 def _newer_first(
-    conn: sqlite3.Connection, hits: list[MemoryHit], matched: dict[int, frozenset[str]]
+    conn: sqlite3.Connection,
+    hits: list[MemoryHit],
+    matched: dict[int, frozenset[str]],
+    *,
+    at_a_time: bool = False,
 ) -> list[MemoryHit]:
     """Place the newer of two ``similar``-linked hits first and mark the older one -- when they are
     two versions of one fact: they name the same things, and the newer one matches the rarest word
     of the query the older one matches (its subject), so a link between two services' ports never
     puts the wrong service first."""
-    ids = {hit.version.id for hit in hits if hit.current}
+    # With as_of each lineage shows once, as it stood then: those versions are the ones to order.
+    shown = [hit for hit in hits if hit.current or at_a_time]
+    ids = {hit.version.id for hit in shown}
     if len(ids) < 2:
         return hits
     marks = ", ".join("?" * len(ids))
@@ -297,16 +303,16 @@ def _newer_first(
     ).fetchall()
     document_counts: dict[str, int] = {}
     for src, dst in pairs:
-        by_id = {hit.version.id: hit for hit in hits if hit.current}
+        by_id = {hit.version.id: hit for hit in shown}
         first, second = by_id[src], by_id[dst]
         if any(d.startswith("names differ") for d in differences(first.version.body, second.version.body)):
             continue  # two facts of one shape ("Rust 1.75" / "Redis 7.2"), not two versions of one
-        newer, older = (
-            (first, second) if first.version.recorded_at >= second.version.recorded_at else (second, first)
-        )
-        subject = _rarest(conn, matched.get(older.version.rowid or 0, frozenset()), document_counts)
-        if subject is not None and subject not in matched.get(newer.version.rowid or 0, frozenset()):
-            continue
+        newer, older = (first, second) if _start(first.version) >= _start(second.version) else (second, first)
+        theirs = matched.get(older.version.rowid or 0, frozenset())
+        mine = matched.get(newer.version.rowid or 0, frozenset())
+        subject = _rarest(conn, theirs, document_counts)
+        if subject is not None and subject not in mine and 2 * len(mine & theirs) <= len(theirs):
+            continue  # the newer one misses the older one's subject and most of what it matched
         older.older_than = newer.version.id
         if hits.index(older) < hits.index(newer):
             hits.remove(older)

@@ -30,7 +30,7 @@ from korg_bridge._version import __version__
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.limits import check_query, check_source_count
 from korg_bridge.recall.modes import SEMANTIC_MODES, load_for_mode, resolve_mode
-from korg_bridge.recall.schemas import LEDGER_PROP, RECALL_SCHEMA, SHOW_SCHEMA, VERIFY_SCHEMA
+from korg_bridge.recall.schemas import LEDGER_PROP, RECALL_KINDS, RECALL_SCHEMA, SHOW_SCHEMA, VERIFY_SCHEMA
 from korg_bridge.toolkit import Toolkit
 
 if TYPE_CHECKING:
@@ -126,6 +126,11 @@ def _flatten(text: str) -> str:
     output_mode="stream",
 )
 def recall(args: dict[str, Any]) -> int:
+    args["kinds"] = list(dict.fromkeys(args.get("kinds") or RECALL_KINDS))
+    if "history" not in args["kinds"]:  # memories only: the history index and its modules stay unloaded
+        from korg_bridge.recall.memory.recall_view import recall_memories
+
+        return recall_memories(args, _env())
     from korg_bridge.recall.context import context_fields, context_tokens
     from korg_bridge.recall.search import search
     from korg_bridge.recall.timeparse import parse_time
@@ -139,14 +144,7 @@ def recall(args: dict[str, Any]) -> int:
         weights = parse_weights(args["weights"])
     since = parse_time(args["since"]) if args.get("since") else None
     until = parse_time(args["until"], end_of_day=True) if args.get("until") else None
-    memory = _memory_section(
-        args
-    )  # memories: their own block, ranked above history (recall/memory/recall_view.py)
-    if memory is not None and "history" not in args["kinds"]:
-        from korg_bridge.recall.memory.recall_view import print_memory_only
-
-        print_memory_only(args, memory)  # the history index is never opened
-        return 0
+    memory = _memory_section(args)  # memories first, in their own block: recall/memory/recall_view.py
     sources, missing = _sources(args)
     env = _env()
     mode = args["mode"]
@@ -258,18 +256,17 @@ def recall(args: dict[str, Any]) -> int:
 
 
 def _memory_section(args: dict[str, Any]) -> Any:
-    """The memory part of a recall (None when ``kinds`` leaves memories out).
+    """The memory part of a recall that searches history too (None when ``kinds`` leaves memories
+    out); a memory store that cannot be used becomes a note, not a failed recall.
 
     Raises:
         UsageError: a bad ``scope`` or ``as_of``.
-        KorgError: the memory store cannot be used and memories are all that was asked for.
     """
-    from korg_bridge.recall.memory.recall_view import KINDS, memory_section
-
-    args["kinds"] = list(dict.fromkeys(args.get("kinds") or KINDS))
     if "memory" not in args["kinds"]:
         return None
-    return memory_section(args, _env(), strict="history" not in args["kinds"])
+    from korg_bridge.recall.memory.recall_view import memory_section
+
+    return memory_section(args, _env(), strict=False)
 
 
 def _project(args: Mapping[str, Any]) -> str | None:

@@ -30,7 +30,15 @@ from korg_bridge.recall.limits import (
 from korg_bridge.recall.modes import RECALL_MODES
 from korg_bridge.recall.paging import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, RESPONSE_CHARS
 
-__all__ = ["LEDGER_PROP", "PROJECT_PROP", "RECALL_SCHEMA", "SHOW_SCHEMA", "VERIFY_SCHEMA", "WEIGHTS_PROP"]
+__all__ = [
+    "LEDGER_PROP",
+    "PROJECT_PROP",
+    "RECALL_KINDS",
+    "RECALL_SCHEMA",
+    "SHOW_SCHEMA",
+    "VERIFY_SCHEMA",
+    "WEIGHTS_PROP",
+]
 
 LEDGER_PROP: dict[str, Any] = {
     "type": "array",
@@ -69,6 +77,9 @@ WEIGHTS_PROP: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
+
+RECALL_KINDS = ("memory", "history")
+"""What ``recall`` searches: memories (ranked first, as a group) and past sessions."""
 
 RECALL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -143,10 +154,10 @@ RECALL_SCHEMA: dict[str, Any] = {
         },
         "kinds": {
             "type": "array",
-            "items": {"type": "string", "enum": ["memory", "history"]},
+            "items": {"type": "string", "enum": list(RECALL_KINDS)},
             "minItems": 1,
             "maxItems": 2,
-            "default": ["memory", "history"],
+            "default": list(RECALL_KINDS),
             "description": (
                 "What to search: memory (what was remembered; shown first) and history (past sessions). "
                 'Default both; ["memory"] alone is fastest.'

@@ -31,12 +31,9 @@ from korg_bridge.errors import KorgError
 from korg_bridge.recall.memory.safety import render_block
 from korg_bridge.recall.memory.search import MemoryHit
 
-__all__ = ["KINDS", "MemorySection", "memory_section", "print_memory_only"]
+__all__ = ["MemorySection", "memory_section", "print_memory_only", "recall_memories"]
 
 logger = logging.getLogger(__name__)
-
-KINDS = ("memory", "history")
-"""What ``recall`` searches; memories are ranked as a group above history hits."""
 
 
 @dataclass(slots=True)
@@ -165,6 +162,20 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
         section.note = exc.message
         sys.stderr.write(f"korg-recall: note: memories were not searched: {exc.message}\n")
     return section
+
+
+def recall_memories(args: Mapping[str, Any], env: Mapping[str, str]) -> int:
+    """``recall`` with ``kinds=["memory"]``: memories only; history's filters do not apply.
+
+    Raises:
+        UsageError: a bad query, ``scope`` or ``as_of``.
+        KorgError: the memory store cannot be used.
+    """
+    from korg_bridge.recall.limits import check_query
+
+    check_query(str(args["query"]))
+    print_memory_only(args, memory_section(args, env, strict=True))
+    return 0
 
 
 def print_memory_only(args: Mapping[str, Any], section: MemorySection) -> None:

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from korg_bridge.recall.fts import STOPWORDS, query_terms
-from korg_bridge.recall.memory.normalize import differences
 from korg_bridge.recall.memory.records import Version, age_days, iso
 from korg_bridge.recall.memory.rows import head, lineage, select_versions
 from korg_bridge.recall.memory.safety import age_label, render_block
@@ -301,6 +300,8 @@ def _newer_first(
         f"SELECT src, dst FROM memory_links WHERE kind = 'similar' AND src IN ({marks}) AND dst IN ({marks})",
         (*ids, *ids),
     ).fetchall()
+    from korg_bridge.recall.memory.normalize import differences  # its patterns compile on import: only here
+
     document_counts: dict[str, int] = {}
     for src, dst in pairs:
         by_id = {hit.version.id: hit for hit in shown}

@@ -58,6 +58,8 @@ TIE_BAND = 0.7
 """Hits matching the same query words count as a tie, newest first, within this ratio of scores."""
 USE_CAP = 0.3
 NO_DECAY_TYPES = frozenset({"user", "feedback"})
+ORDER_WINDOW = 64
+"""Best-scored hits that ties and similar links may reorder (far above any useful ``top_n``)."""
 _EDGE_PUNCTUATION = "\"'`.,;:!?()[]{}<>"
 RANK_WINDOW = 500
 """Best BM25 rows ranked in Python (decay, use, links): far above any useful ``top_n``."""
@@ -216,9 +218,12 @@ def search_memories(
         }
         hits.append(MemoryHit(version, total, breakdown, current))
     hits.sort(key=lambda hit: (-hit.score, hit.version.id, -hit.version.version))
-    matched = _matched_terms(conn, terms, [hit.version.rowid or 0 for hit in hits])
-    hits = _newest_of_ties(hits, matched)
-    return _newer_first(conn, hits, matched, at_a_time=as_of is not None)[:top_n]
+    # Ties and links reorder the best hits only: what they move lands in the first places, and
+    # finding which words 500 rows match costs more than the whole search.
+    leading, rest = hits[:ORDER_WINDOW], hits[ORDER_WINDOW:]
+    matched = _matched_terms(conn, terms, [hit.version.rowid or 0 for hit in leading])
+    leading = _newest_of_ties(leading, matched)
+    return (_newer_first(conn, leading, matched, at_a_time=as_of is not None) + rest)[:top_n]
 
 
 def _start(version: Version) -> str:
@@ -300,6 +305,8 @@ def _newer_first(
         f"SELECT src, dst FROM memory_links WHERE kind = 'similar' AND src IN ({marks}) AND dst IN ({marks})",
         (*ids, *ids),
     ).fetchall()
+    if not pairs:
+        return hits
     from korg_bridge.recall.memory.normalize import differences  # its patterns compile on import: only here
 
     document_counts: dict[str, int] = {}

@@ -553,3 +553,27 @@ def test_import_and_export_run_as_real_processes(project: Path, store: Path, tmp
     restored = ok(run("import", str(exported), cwd=project, env={"KORG_RECALL_STORE": str(elsewhere)}))
     assert restored["new"] == 4
     assert versions_of(elsewhere) == versions_of(store_file(Path(os.environ["HOME"])))
+
+
+def test_an_export_keeps_its_scopes_so_scope_is_refused_for_it(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path, tmp_path: Path
+) -> None:
+    remember(capsys, "Backups run nightly at 01:00.")
+    exported = tmp_path / "e.jsonl"
+    export_to(capsys, exported)
+    code, out, err = call(capsys, "import", str(exported), "--scope", "user")
+    assert (code, out) == (2, "") and "--scope does not apply" in err
+
+
+def test_secrets_in_foreign_memories_are_redacted_before_they_are_stored(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "mem0.json"
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    path.write_text(
+        json.dumps([{"id": "a1", "memory": f"The deploy bot uses the token {secret} for GitHub"}])
+    )
+    report = answer(capsys, "import", str(path))
+    assert report["secrets_redacted"] == 1
+    assert secret not in store.read_bytes().decode("utf-8", "replace")
+    assert "[redacted]" in rows(store, "SELECT body FROM memory")[0][0]

@@ -21,7 +21,16 @@ import re
 import unicodedata
 from collections import Counter
 
-__all__ = ["content_hash", "differences", "jaccard", "normalise", "title_of", "word_set", "words"]
+__all__ = [
+    "content_hash",
+    "differences",
+    "has_value",
+    "jaccard",
+    "normalise",
+    "title_of",
+    "word_set",
+    "words",
+]
 
 _SPACE = re.compile(r"\s+")
 _TRAILING = ".!?;:…。"
@@ -174,6 +183,15 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)
+
+
+def has_value(text: str) -> bool:
+    """Whether ``text`` states a number, a date or a time (what a value update changes)."""
+    return (
+        _NUMBER.search(text) is not None
+        or _DATE.search(text) is not None
+        or any(w in _NUMBER_WORDS for w in words(text))
+    )
 
 
 def _numbers(text: str) -> Counter[str]:

@@ -226,7 +226,7 @@ def _near(conn: sqlite3.Connection, draft: Draft, cosines: dict[str, float]) -> 
         best = max(best, overlap)
         merge_by = overlap >= MERGE_JACCARD or (cosine is not None and cosine >= MERGE_COSINE)
         alike = overlap >= SIMILAR_JACCARD or (cosine is not None and cosine >= SIMILAR_COSINE)
-        maybe_value = overlap >= VALUE_JACCARD and has_value(draft.body) and has_value(candidate.body)
+        maybe_value = overlap >= VALUE_JACCARD and (has_value(draft.body) or has_value(candidate.body))
         differing = differences(draft.body, candidate.body) if alike or maybe_value else []
         if not alike and not _value_update(differing):
             continue

@@ -30,7 +30,15 @@ from korg_bridge.recall.limits import (
 from korg_bridge.recall.modes import RECALL_MODES
 from korg_bridge.recall.paging import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, RESPONSE_CHARS
 
-__all__ = ["LEDGER_PROP", "PROJECT_PROP", "RECALL_SCHEMA", "SHOW_SCHEMA", "VERIFY_SCHEMA", "WEIGHTS_PROP"]
+__all__ = [
+    "LEDGER_PROP",
+    "PROJECT_PROP",
+    "RECALL_KINDS",
+    "RECALL_SCHEMA",
+    "SHOW_SCHEMA",
+    "VERIFY_SCHEMA",
+    "WEIGHTS_PROP",
+]
 
 LEDGER_PROP: dict[str, Any] = {
     "type": "array",
@@ -69,6 +77,9 @@ WEIGHTS_PROP: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
+
+RECALL_KINDS = ("memory", "history")
+"""What ``recall`` searches: memories (ranked first, as a group) and past sessions."""
 
 RECALL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -137,8 +148,40 @@ RECALL_SCHEMA: dict[str, Any] = {
             "type": "boolean",
             "description": (
                 "Print hits as JSON, each with its score breakdown {bm25, vector, recency, total}; semantic and "
-                "hybrid add the model, the events embedded by this call and those not embedded yet."
+                "hybrid add the model, the events embedded by this call and those not embedded yet. Memories "
+                "come as objects under memories."
             ),
+        },
+        "kinds": {
+            "type": "array",
+            "items": {"type": "string", "enum": list(RECALL_KINDS)},
+            "minItems": 1,
+            "maxItems": 2,
+            "default": list(RECALL_KINDS),
+            "description": (
+                "What to search: memory (what was remembered; shown first) and history (past sessions). "
+                'Default both; ["memory"] alone is fastest.'
+            ),
+        },
+        "scope": {
+            "type": "string",
+            "maxLength": MAX_PATH_CHARS + 16,
+            "description": (
+                "Memories of this scope only: user, project, project:/absolute/path, agent:NAME or session:ID "
+                "(default: user and the project). History is narrowed by project instead."
+            ),
+        },
+        "as_of": {
+            "type": "string",
+            "maxLength": MAX_TIME_CHARS,
+            "description": (
+                "Memories as they stood at this time (ISO-8601 date-time, or this long ago: 30d): what was "
+                "believed then. History hits are not affected (use until)."
+            ),
+        },
+        "include_superseded": {
+            "type": "boolean",
+            "description": "Also show older versions of memories (marked superseded), not just the current ones.",
         },
     },
     "required": ["query"],

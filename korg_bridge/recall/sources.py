@@ -4,8 +4,9 @@ Sources resolve in this order: explicit ``--ledger`` paths, else
 ``KORG_RECALL_LEDGER`` (``os.pathsep``-separated like ``PATH``; commas are
 not separators, since they are legal in file names), else the defaults
 (``~/.korg/sessions``, ``~/.korg/claude-events.jsonl``,
-``$CLAUDE_CONFIG_DIR/projects`` defaulting to ``~/.claude/projects``, and
-``$CODEX_HOME/sessions`` defaulting to ``~/.codex/sessions``).
+``$CLAUDE_CONFIG_DIR/projects`` defaulting to ``~/.claude/projects``,
+``$CODEX_HOME/sessions`` defaulting to ``~/.codex/sessions``, and the memory
+store's operation log ``memory-ops.jsonl`` when it exists).
 
 Only regular files are ever read. ``ledger`` is an argument a model picks
 through the bridge, on a tool allowed by default: a device (``/dev/zero``)
@@ -66,12 +67,29 @@ def default_sources(env: Mapping[str, str]) -> list[Path]:
     claude_dir = _expand(claude, env) if claude else home / ".claude"
     codex = env.get("CODEX_HOME")
     codex_dir = _expand(codex, env) if codex else home / ".codex"
-    return [
+    found = [
         Path(os.path.abspath(home / ".korg" / "sessions")),
         Path(os.path.abspath(home / ".korg" / "claude-events.jsonl")),
         Path(os.path.abspath(claude_dir / "projects")),
         Path(os.path.abspath(codex_dir / "sessions")),
     ]
+    oplog = _memory_oplog(env)
+    if oplog is not None:
+        found.append(oplog)
+    return found
+
+
+def _memory_oplog(env: Mapping[str, str]) -> Path | None:
+    """The memory store's operation log when it exists: recall then finds who changed which memory."""
+    from korg_bridge.errors import ConfigError
+    from korg_bridge.recall.memory.oplog import OPLOG_NAME
+    from korg_bridge.recall.memory.store import default_store_path
+
+    try:
+        path = default_store_path(env).parent / OPLOG_NAME
+    except ConfigError:  # a store URL: reported by the memory commands, not by every recall
+        return None
+    return path if path.is_file() else None
 
 
 def resolve_sources(ledgers: Sequence[str] | None, env: Mapping[str, str]) -> list[Path]:

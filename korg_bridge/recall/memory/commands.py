@@ -378,3 +378,6 @@ def register(kit: Toolkit) -> None:
         output_mode="envelope",
         surfaces=["cli"],
     )(restore_cmd)
+    from korg_bridge.recall.memory.transfer import register as register_transfer
+
+    register_transfer(kit)  # export, import: command line only

@@ -21,7 +21,16 @@ import re
 import unicodedata
 from collections import Counter
 
-__all__ = ["content_hash", "differences", "jaccard", "normalise", "title_of", "word_set", "words"]
+__all__ = [
+    "content_hash",
+    "differences",
+    "has_value",
+    "jaccard",
+    "normalise",
+    "title_of",
+    "word_set",
+    "words",
+]
 
 _SPACE = re.compile(r"\s+")
 _TRAILING = ".!?;:…。"
@@ -99,6 +108,7 @@ _DATE = re.compile(
     r"|\b\d{1,2}(?::\d{2})?\s?(?:am|pm)\b",
     re.IGNORECASE,
 )
+_CALENDAR_WORD = re.compile(rf"(?:{_MONTHS})|(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.IGNORECASE)
 _CODE = re.compile(r"`([^`\n]+)`")
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s<>()\"']+", re.IGNORECASE)
 _PATH = re.compile(r"(?<![\w])(?:~|\.{1,2})?/[\w.@~+-]+(?:/[\w.@~+-]*)*")
@@ -175,6 +185,15 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
+def has_value(text: str) -> bool:
+    """Whether ``text`` states a number, a date or a time (what a value update changes)."""
+    return (
+        _NUMBER.search(text) is not None
+        or _DATE.search(text) is not None
+        or any(w in _NUMBER_WORDS for w in words(text))
+    )
+
+
 def _numbers(text: str) -> Counter[str]:
     found = Counter(m.group(0).replace(" ", "").replace(",", "").lower() for m in _NUMBER.finditer(text))
     found.update(w for w in words(text) if w in _NUMBER_WORDS)
@@ -201,7 +220,9 @@ def _entities(text: str) -> set[str]:
         found.update(m.group(0).rstrip(".,;:").casefold() for m in pattern.finditer(text))
     starts = {0} | {m.end() for m in _SENTENCE_END.finditer(text)}
     for match in _CAPITALISED.finditer(text):
-        if match.start() not in starts and not _is_after_quote_start(text, match.start(), starts):
+        at_start = match.start() in starts or _is_after_quote_start(text, match.start(), starts)
+        # "March", "Friday": dates, compared as such by the date check
+        if not at_start and not _CALENDAR_WORD.fullmatch(match.group(0)):
             found.add(match.group(0).casefold())
     return {entity for entity in found if entity}
 
@@ -245,8 +266,9 @@ def differences(a: str, b: str) -> list[str]:
 
     Numbers and dates must be the same multiset; negations the same count (so "never use
     npm" and "do not use npm" agree); each named entity of one text must be mentioned by
-    the other (in any case); and a connector both use ("over", "than", "before", "from … to")
-    must not have the same words on opposite sides.
+    the other (in any case); a connector both use ("over", "than", "before", "from … to")
+    must not have the same words on opposite sides; and no content word of one may stand where the
+    other has a different one (see :func:`_replaced`).
     """
     found: list[str] = []
     numbers_a, numbers_b = _numbers(a), _numbers(b)
@@ -270,4 +292,52 @@ def differences(a: str, b: str) -> list[str]:
         found.append("names differ (" + ", ".join(missing[:4]) + ")")
     if _swapped(a, b):
         found.append("order differs (what is preferred or comes first)")
+    replaced = _replaced(_plain_words(a), _plain_words(b))
+    if replaced:
+        found.append("words differ (" + ", ".join(replaced[:4]) + ")")
     return found
+
+
+SAME_STEM = 5
+"""Two words sharing this many first letters (or one the start of the other) are one word in two
+forms ("manager"/"management", "own"/"owner"): a rewording, not a replacement."""
+
+
+def _plain_words(text: str) -> frozenset[str]:
+    """Content words the other checks do not already compare: negations are counted, numbers and
+    dates compared as values."""
+    return frozenset(
+        w
+        for w in word_set(text)
+        if w not in _NEGATIONS
+        and w not in _NUMBER_WORDS
+        and not w.endswith("n't")
+        and not any(c.isdigit() for c in w)
+        and not _CALENDAR_WORD.fullmatch(w)
+    )
+
+
+def _akin(x: str, y: str) -> bool:
+    common = 0
+    for left, right in zip(x, y, strict=False):
+        if left != right:
+            break
+        common += 1
+    return common >= min(SAME_STEM, len(x), len(y))
+
+
+def _replaced(a: frozenset[str], b: frozenset[str]) -> list[str]:
+    """``x / y`` for content words of one text that the other has a different word in place of.
+
+    A word only one text has is an addition ("… in the shop repo"); a word each text has where the
+    other has another is a replacement -- "pnpm" for "npm", "billing" for "shop", "Keiko" for "Dev"
+    -- which the name check cannot see in lower case or at the start of a sentence. A synonym is a
+    replacement too: the merge it prevents costs one line, a wrong one would hide a fact.
+    """
+    only_a = sorted(w for w in a - b if not any(_akin(w, v) for v in b - a))
+    only_b = sorted(w for w in b - a if not any(_akin(w, v) for v in a - b))
+    if not only_a or not only_b:
+        return []
+    return [f"{x} / {y}" for x, y in zip(only_a, only_b, strict=False)] + (
+        [f"{x} / ?" for x in only_a[len(only_b) :]] + [f"? / {y}" for y in only_b[len(only_a) :]]
+    )

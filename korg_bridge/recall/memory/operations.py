@@ -58,7 +58,7 @@ def remember(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, A
     ctx.check_writes("remember")
     scope = ctx.write_scope(args.get("scope"))
     draft, text = make_draft(args, scope, allow_secrets=ctx.allow_secrets)
-    problems = sync_mirror(store, ctx, (scope, *ctx.visible_scopes))
+    problems = sync_mirror(store, ctx, (scope,))  # the folder of the scope it writes to: the one it touches
     semantic = semantic_check(store, ctx.env, scope, embed_text(draft.title, draft.body))
     with store.write() as conn:
         decision = decide(conn, draft, semantic.cosines)

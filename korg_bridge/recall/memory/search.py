@@ -4,11 +4,24 @@
 ``memory_fts`` (user text reaches ``MATCH`` only as quoted terms), restricted to
 the given scopes, on the lineage heads by default -- or on older versions too
 (``include_superseded``), or on what held at a past time (``as_of``). A hit's
-score is its relevance times decay times use, bounded, so decay only ranks and
-never hides: ``decay = max(0.5, exp(-age_days/90))`` (1 for pinned memories and
-types ``user``/``feedback``), ``use = 1 + min(0.3, 0.1·ln(1 + use_count))``.
-Lineages joined by a ``similar`` link are ranked together: the newer first, the
-older marked "older than".
+score is its relevance (its BM25 over the best hit's, so a memory that matches
+more, or rarer, words of the query keeps its lead) times decay times use,
+bounded, so decay only ranks and never hides:
+``decay = 1 - 0.2·(1 - exp(-age_days/180))`` (0.8 at the least; 1 for pinned
+memories and types ``user``/``feedback``), ``use = 1 + min(0.3, 0.1·ln(1 +
+use_count))``.
+
+Knowledge changes, and the newest statement of a fact should come first even
+when an older one words it closer to the query. Two rules do that, both measured
+on the knowledge-update suite of ``bench/memory_bench.py``:
+
+* hits that match exactly the same words of the query, within
+  :data:`TIE_BAND` of each other's score, are one tie: the newest (by
+  ``valid_from``, else ``recorded_at``) goes first;
+* lineages joined by a ``similar`` link are ranked together: the newer first,
+  the older marked "older than" -- unless the two name different things
+  (:func:`~.normalize.differences` finds names that differ), since then the
+  link joins two facts of the same shape, not two versions of one fact.
 
 :func:`forget_matches` is deliberately stricter: every query term must match,
 no decay, ordered by id -- the same store gives the same list, which is what
@@ -23,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from korg_bridge.recall.fts import query_terms
+from korg_bridge.recall.fts import STOPWORDS, query_terms
 from korg_bridge.recall.memory.records import Version, age_days, iso
 from korg_bridge.recall.memory.rows import head, lineage, select_versions
 from korg_bridge.recall.memory.safety import age_label, render_block
@@ -36,12 +49,18 @@ __all__ = [
     "search_memories",
 ]
 
-KEYWORD_HALF = 5.0
-"""Raw BM25 at which relevance is 0.5 (``r / (r + half)``), as in keyword recall."""
-DECAY_TAU_DAYS = 90.0
-DECAY_FLOOR = 0.5
+DECAY_WEIGHT = 0.2
+"""How much age can take off a score (decay is at least 1 - this): enough to order equals by
+recency, too little to put a fresh memory that barely matches above an old one that matches well.
+Measured on the knowledge-update suite (0.1-0.3 score within a point; 0.5 loses three)."""
+DECAY_TAU_DAYS = 180.0
+TIE_BAND = 0.7
+"""Hits matching the same query words count as a tie, newest first, within this ratio of scores."""
 USE_CAP = 0.3
 NO_DECAY_TYPES = frozenset({"user", "feedback"})
+ORDER_WINDOW = 64
+"""Best-scored hits that ties and similar links may reorder (far above any useful ``top_n``)."""
+_EDGE_PUNCTUATION = "\"'`.,;:!?()[]{}<>"
 RANK_WINDOW = 500
 """Best BM25 rows ranked in Python (decay, use, links): far above any useful ``top_n``."""
 FORGET_MAX = 50
@@ -111,7 +130,8 @@ def _factors(version: Version, now: float) -> tuple[float, float]:
     if version.pinned or version.type in NO_DECAY_TYPES:
         decay = 1.0
     else:
-        decay = max(DECAY_FLOOR, math.exp(-age_days(version.recorded_at, now) / DECAY_TAU_DAYS))
+        fresh = math.exp(-age_days(version.recorded_at, now) / DECAY_TAU_DAYS)
+        decay = 1.0 - DECAY_WEIGHT * (1.0 - fresh)
     use = 1.0 + min(USE_CAP, 0.1 * math.log1p(max(0, version.use_count)))
     return decay, use
 
@@ -182,10 +202,10 @@ def search_memories(
             chosen.append((version, ranks[version.rowid or 0], version.is_head))
     hits: list[MemoryHit] = []
     wanted_tags = set(tags)
+    chosen = [c for c in chosen if not wanted_tags or wanted_tags & set(c[0].tags)]
+    top = max((raw for _, raw, _ in chosen), default=0.0)
     for version, raw, current in chosen:
-        if wanted_tags and not wanted_tags & set(version.tags):
-            continue
-        relevance = raw / (raw + KEYWORD_HALF)
+        relevance = raw / top if top > 0 else 0.0
         decay, use = _factors(version, now)
         total = relevance * decay * use
         breakdown: dict[str, float | None] = {
@@ -198,12 +218,86 @@ def search_memories(
         }
         hits.append(MemoryHit(version, total, breakdown, current))
     hits.sort(key=lambda hit: (-hit.score, hit.version.id, -hit.version.version))
-    return _newer_first(conn, hits)[:top_n]
+    # Ties and links reorder the best hits only: what they move lands in the first places, and
+    # finding which words 500 rows match costs more than the whole search.
+    leading, rest = hits[:ORDER_WINDOW], hits[ORDER_WINDOW:]
+    matched = _matched_terms(conn, terms, [hit.version.rowid or 0 for hit in leading])
+    leading = _newest_of_ties(leading, matched)
+    return (_newer_first(conn, leading, matched, at_a_time=as_of is not None) + rest)[:top_n]
 
 
-def _newer_first(conn: sqlite3.Connection, hits: list[MemoryHit]) -> list[MemoryHit]:
-    """Place the newer of two ``similar``-linked hits first and mark the older one."""
-    ids = {hit.version.id for hit in hits if hit.current}
+def _start(version: Version) -> str:
+    return version.valid_from or version.recorded_at
+
+
+def _matched_terms(
+    conn: sqlite3.Connection, terms: Sequence[str], rowids: Sequence[int]
+) -> dict[int, frozenset[str]]:
+    """Which content words of the query each row matches (one FTS query per word, over these rows)."""
+    words: list[str] = []
+    for term in terms:
+        core = term.strip(_EDGE_PUNCTUATION)
+        if core and core not in STOPWORDS and core not in words:
+            words.append(core)
+    found: dict[int, set[str]] = {rowid: set() for rowid in rowids}
+    if len(rowids) < 2:
+        return {rowid: frozenset(hit) for rowid, hit in found.items()}
+    marks = ", ".join("?" * len(rowids))
+    for word in words:
+        sql = f"SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? AND rowid IN ({marks})"
+        for (rowid,) in conn.execute(sql, (_quoted([word], ""), *rowids)):
+            found[int(rowid)].add(word)
+    return {rowid: frozenset(hit) for rowid, hit in found.items()}
+
+
+def _newest_of_ties(hits: list[MemoryHit], matched: dict[int, frozenset[str]]) -> list[MemoryHit]:
+    """Hits that match the same query words within :data:`TIE_BAND` of each other: newest first.
+
+    Such hits differ in score only by length and term counts, which says nothing about which is
+    current; the newer statement of a fact is the one to show.
+    """
+    buckets: dict[frozenset[str], list[int]] = {}
+    for index, hit in enumerate(hits):  # each bucket in score order
+        buckets.setdefault(matched.get(hit.version.rowid or 0, frozenset()), []).append(index)
+    placed: set[int] = set()
+    out: list[MemoryHit] = []
+    for index, hit in enumerate(hits):
+        if index in placed:
+            continue
+        bucket = buckets[matched.get(hit.version.rowid or 0, frozenset())]
+        tie = [j for j in bucket if j not in placed and hits[j].score >= TIE_BAND * hit.score]
+        tie.sort(key=lambda j: (_start(hits[j].version), hits[j].version.version), reverse=True)
+        for j in tie:
+            placed.add(j)
+            out.append(hits[j])
+    return out
+
+
+def _rarest(conn: sqlite3.Connection, words: frozenset[str], cache: dict[str, int]) -> str | None:
+    """The word of ``words`` the fewest rows hold: the subject, more often than not. A word no
+    other row holds says how this memory was worded rather than what it is about, so it counts
+    only when nothing else matched."""
+    for word in words - cache.keys():
+        row = conn.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (_quoted([word], ""),))
+        cache[word] = int(row.fetchone()[0])
+    shared = [word for word in words if cache[word] > 1] or list(words)
+    return min(shared, key=lambda word: (cache[word], word)) if shared else None
+
+
+def _newer_first(
+    conn: sqlite3.Connection,
+    hits: list[MemoryHit],
+    matched: dict[int, frozenset[str]],
+    *,
+    at_a_time: bool = False,
+) -> list[MemoryHit]:
+    """Place the newer of two ``similar``-linked hits first and mark the older one -- when they are
+    two versions of one fact: they name the same things, and the newer one matches the rarest word
+    of the query the older one matches (its subject), so a link between two services' ports never
+    puts the wrong service first."""
+    # With as_of each lineage shows once, as it stood then: those versions are the ones to order.
+    shown = [hit for hit in hits if hit.current or at_a_time]
+    ids = {hit.version.id for hit in shown}
     if len(ids) < 2:
         return hits
     marks = ", ".join("?" * len(ids))
@@ -211,12 +305,22 @@ def _newer_first(conn: sqlite3.Connection, hits: list[MemoryHit]) -> list[Memory
         f"SELECT src, dst FROM memory_links WHERE kind = 'similar' AND src IN ({marks}) AND dst IN ({marks})",
         (*ids, *ids),
     ).fetchall()
+    if not pairs:
+        return hits
+    from korg_bridge.recall.memory.normalize import differences  # its patterns compile on import: only here
+
+    document_counts: dict[str, int] = {}
     for src, dst in pairs:
-        by_id = {hit.version.id: hit for hit in hits if hit.current}
+        by_id = {hit.version.id: hit for hit in shown}
         first, second = by_id[src], by_id[dst]
-        newer, older = (
-            (first, second) if first.version.recorded_at >= second.version.recorded_at else (second, first)
-        )
+        if any(d.startswith("names differ") for d in differences(first.version.body, second.version.body)):
+            continue  # two facts of one shape ("Rust 1.75" / "Redis 7.2"), not two versions of one
+        newer, older = (first, second) if _start(first.version) >= _start(second.version) else (second, first)
+        theirs = matched.get(older.version.rowid or 0, frozenset())
+        mine = matched.get(newer.version.rowid or 0, frozenset())
+        subject = _rarest(conn, theirs, document_counts)
+        if subject is not None and subject not in mine and 2 * len(mine & theirs) <= len(theirs):
+            continue  # the newer one misses the older one's subject and most of what it matched
         older.older_than = newer.version.id
         if hits.index(older) < hits.index(newer):
             hits.remove(older)

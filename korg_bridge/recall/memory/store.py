@@ -91,6 +91,11 @@ def newest_backup(path: Path) -> Path | None:
     return path.parent / max(names) if names else None
 
 
+def _holds_memories(conn: sqlite3.Connection, tables: set[str]) -> bool:
+    """Whether there is anything to back up: a store whose first run was cut short holds no memory."""
+    return "memory" in tables and conn.execute("SELECT 1 FROM memory LIMIT 1").fetchone() is not None
+
+
 def _is_corrupt(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     return code is not None and (code & 0xFF) in _CORRUPT_CODES
@@ -197,6 +202,8 @@ class Store:
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA temp_store = MEMORY")
+            # A store with no memory yet is one whose creation was interrupted (killed between two
+            # of its first migrations): nothing to protect, and a backup would only litter the folder.
             if seen and len(seen) < len(known) and _holds_memories(conn, names):
                 self._backup(conn, "before-migration")
             migrate(conn, MIGRATIONS)
@@ -336,8 +343,3 @@ class Store:
         except sqlite3.Error:
             return False
         return not busy
-
-
-def _holds_memories(conn: sqlite3.Connection, tables: set[str]) -> bool:
-    """Whether there is anything to back up: a store whose first run was cut short holds no memory."""
-    return "memory" in tables and conn.execute("SELECT 1 FROM memory LIMIT 1").fetchone() is not None

@@ -26,15 +26,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from korg_bridge.errors import UsageError
-from korg_bridge.recall.memory import mirror, oplog
-from korg_bridge.recall.memory.drafts import checked_tags, prepare_text, title_from
+from korg_bridge.recall.memory import mirror
 from korg_bridge.recall.memory.mirror import Change
-from korg_bridge.recall.memory.policy import Draft, decide
 from korg_bridge.recall.memory.records import MEMORY_TYPES, check_id
 from korg_bridge.recall.memory.rows import head, mark_dirty
 from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.store import Store
-from korg_bridge.recall.memory.writes import add_version, apply_decision
+
+# Taking a change in needs the write machinery (drafts, policy, writes, the log); a settled mirror
+# -- nearly every call, recall's included -- does not, so those modules are imported where used.
 
 __all__ = ["sync_mirror"]
 
@@ -119,6 +119,8 @@ def _fields(
     change: Change, fallback_type: str, fallback_tags: list[str], ctx: Context
 ) -> tuple[dict[str, object], str | None]:
     """The memory fields a mirror file states, or why it cannot be taken in."""
+    from korg_bridge.recall.memory.drafts import checked_tags, prepare_text, title_from
+
     assert change.parsed is not None
     meta = change.parsed.meta
     try:
@@ -143,7 +145,9 @@ def _fields(
 def _import_edit(
     conn: sqlite3.Connection, ctx: Context, root: Path, change: Change, current: object
 ) -> str | None:
+    from korg_bridge.recall.memory import oplog
     from korg_bridge.recall.memory.records import Version
+    from korg_bridge.recall.memory.writes import add_version
 
     assert isinstance(current, Version) and change.state is not None and change.parsed is not None
     origin = "ours" if change.path.endswith(mirror.file_name(current)) and change.origin != "user" else "user"
@@ -179,6 +183,10 @@ def _import_edit(
 
 
 def _import_new(conn: sqlite3.Connection, ctx: Context, root: Path, change: Change) -> str | None:
+    from korg_bridge.recall.memory import oplog
+    from korg_bridge.recall.memory.policy import Draft, decide
+    from korg_bridge.recall.memory.writes import apply_decision
+
     assert change.state is not None and change.parsed is not None
     fields, error = _fields(change, "note", [], ctx)
     if error:

@@ -230,3 +230,36 @@ async def test_without_allow_the_bridge_refuses_writes_and_serves_reads(
         assert "fs_write" in text_of(refused)
         listed = await plain.client.call_tool(MEMORIES, {})
         assert not listed.is_error
+
+
+async def test_recall_through_the_bridge_shows_memories_first_and_export_import_are_not_offered(
+    bridge: Bridge,
+) -> None:
+    tools = {t.name: t for t in (await bridge.client.list_tools()).tools}
+    assert "korg-recall_export" not in tools and "korg-recall_import" not in tools
+    recall_tool = tools["korg-recall_recall"]
+    assert {"kinds", "scope", "as_of", "include_superseded"} <= set(recall_tool.input_schema["properties"])
+    assert "done or decided before" in (recall_tool.description or "")
+    made = await tool(
+        bridge,
+        REMEMBER,
+        {"content": "The payments sandbox resets every night at 03:00 UTC.", "type": "project"},
+    )
+    result = await bridge.client.call_tool(
+        "korg-recall_recall", {"query": "payments sandbox resets", "kinds": ["memory"]}
+    )
+    text = text_of(result)
+    assert not result.is_error, text
+    lines = text.splitlines()
+    assert lines[0] == "[recall · memory] 1 memory:"
+    assert (
+        lines[1].startswith(f'<memory id="{made["id"]}" type="project" scope="project:')
+        and "breakdown=" in lines[1]
+    )
+    as_json = await bridge.client.call_tool(
+        "korg-recall_recall", {"query": "payments sandbox resets", "kinds": ["memory"], "json": True}
+    )
+    found = json.loads(text_of(as_json))
+    assert [m["id"] for m in found["memories"]] == [made["id"]] and found["memories"][0]["version"] == 1
+    refused = await bridge.client.call_tool("korg-recall_recall", {"query": "x", "kinds": ["dreams"]})
+    assert refused.is_error

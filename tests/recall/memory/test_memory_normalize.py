@@ -58,6 +58,21 @@ def test_word_sets_drop_stop_words_and_meet_on_stems() -> None:
         ("Ask Maria about billing.", "Ask Priya about billing.", "names differ"),
         ("The user prefers pnpm over npm.", "The user prefers npm over pnpm.", "order differs"),
         ("Migrate from MySQL to Postgres.", "Migrate from Postgres to MySQL.", "order differs"),
+        (
+            "Install dependencies with npm in the shop repo.",
+            "Install dependencies with pnpm in the shop repo.",
+            "words differ (npm / pnpm)",
+        ),
+        (
+            "Run make db before pytest in the shop repo.",
+            "Run make db before pytest in the blog repo.",
+            "words differ",
+        ),
+        (
+            "Dev owns the checkout on-call rotation.",
+            "Keiko owns the checkout on-call rotation.",
+            "words differ",
+        ),
     ],
 )
 def test_the_guard_names_what_two_similar_texts_disagree_on(a: str, b: str, kind: str) -> None:
@@ -75,6 +90,9 @@ def test_the_guard_names_what_two_similar_texts_disagree_on(a: str, b: str, kind
         ("Never use npm here.", "Do not use npm here."),
         ("Postgres needs the pg_trgm extension.", "We need the pg_trgm extension for Postgres."),
         ("The user prefers pnpm.", "the user prefers pnpm"),
+        ("The user prefers pnpm as the package manager.", "For package management the user prefers pnpm."),
+        ("Dev owns the checkout rotation.", "The owner of the checkout rotation is Dev."),
+        ("The freeze starts in March.", "In March the freeze starts."),
     ],
 )
 def test_rewordings_of_one_fact_show_no_difference(a: str, b: str) -> None:

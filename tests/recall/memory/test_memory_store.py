@@ -133,18 +133,6 @@ def test_ids_are_m_and_ten_base32_characters() -> None:
     )
 
 
-def test_a_store_cut_short_before_holding_anything_is_finished_without_a_backup(tmp_path: Path) -> None:
-    path = tmp_path / "m.sqlite"
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        migrate(conn, MIGRATIONS[:1])  # a first run killed between two migrations: nothing to protect
-    finally:
-        conn.close()
-    with Store(path):
-        pass
-    assert newest_backup(path) is None
-
-
 def test_backups_taken_in_the_same_second_never_replace_each_other(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
     with Store(path) as store:
@@ -153,3 +141,15 @@ def test_backups_taken_in_the_same_second_never_replace_each_other(tmp_path: Pat
     assert first != second
     assert first.exists() and second.exists()
     assert sorted(p.name for p in tmp_path.iterdir() if ".partial" in p.name) == []
+
+
+def test_finishing_an_interrupted_creation_takes_no_backup(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        migrate(conn, MIGRATIONS[:2])  # a first process killed between its migrations
+    finally:
+        conn.close()
+    with Store(path) as store:
+        assert store.conn.execute("SELECT count(*) FROM _migrations").fetchone() == (len(MIGRATIONS),)
+    assert newest_backup(path) is None

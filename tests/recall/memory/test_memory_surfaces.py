@@ -79,7 +79,7 @@ def test_cli_only_flags_parse_on_the_command_line_and_stay_out_of_the_schema() -
         arguments_to_flags(spec, {"approve": ["a"]})
 
 
-def test_korg_recall_serves_four_memory_tools_and_keeps_approval_and_restore_for_people() -> None:
+def test_korg_recall_serves_four_memory_tools_and_keeps_approval_restore_export_import_for_people() -> None:
     document = parse_document(korg_recall.document())
     served = {c.command_id for c in document.callables}
     assert {
@@ -89,7 +89,7 @@ def test_korg_recall_serves_four_memory_tools_and_keeps_approval_and_restore_for
         "korg-recall.memories",
     } <= served
     assert [(s.command_id, s.reason) for s in document.skipped] == [
-        ("korg-recall.restore", "offered on the cli surface only")
+        (f"korg-recall.{name}", "offered on the cli surface only") for name in ("restore", "export", "import")
     ]
     memories = document.get("korg-recall.memories")
     assert memories is not None and not set(memories.properties) & {"approve", "pending", "stats"}
@@ -107,6 +107,8 @@ def test_importing_the_memory_package_pulls_in_no_heavy_module() -> None:
         "import sys, korg_bridge.recall.cli\n"
         "import korg_bridge.recall.memory.operations, korg_bridge.recall.memory.forget\n"
         "import korg_bridge.recall.memory.stats, korg_bridge.recall.memory.listing\n"
+        "import korg_bridge.recall.memory.importer, korg_bridge.recall.memory.export\n"
+        "import korg_bridge.recall.memory.recall_view\n"
         "heavy = [m for m in ('numpy', 'jsonschema', 'mcp', 'fastembed') if m in sys.modules]\n"
         "print(','.join(heavy))"
     )

@@ -154,3 +154,27 @@ def test_past_the_soft_cap_remember_says_so_and_refuses_nothing(
     third = remember(capsys, "Charlie fact.")
     assert third["status"] == "created"
     assert "above the soft cap of 2" in third["checks"]["soft_cap"]  # type: ignore[index]
+
+
+def test_a_lower_case_name_swapped_in_a_long_sentence_is_never_merged(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    first = remember(capsys, "In the shop repo, install dependencies with npm and commit the lockfile.")
+    other = remember(capsys, "Install dependencies with pnpm and commit the lockfile in the shop repo.")
+    assert other["status"] == "created" and other["id"] != first["id"]
+    assert any(d.startswith("words differ (pnpm / npm)") for d in other["similar"][0]["differs"])
+
+
+def test_a_new_value_of_a_fact_in_other_words_is_linked_and_recalled_first(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path
+) -> None:
+    old = remember(capsys, "Billing-api listens on port 8080.")
+    new = remember(capsys, "We moved billing-api to port 9090 last week.")
+    assert new["status"] == "created"
+    assert [s["id"] for s in new["similar"]] == [old["id"]]  # overlap below 0.35, but only a value moved
+    assert rows(store, "SELECT src, dst FROM memory_links") == [(new["id"], old["id"])]
+    code, out, _ = call(
+        capsys, "recall", "--query", "which port does billing-api listen on", "--kinds", "memory"
+    )
+    assert code == 0 and out.index(str(new["id"])) < out.index(str(old["id"]))
+    assert f'older_than="{new["id"]}"' in out

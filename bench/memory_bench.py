@@ -1,0 +1,509 @@
+"""How fast the memory store answers, and how well it keeps facts apart and up to date.
+
+    python bench/memory_bench.py             # ~5 min; records docs/benchmarks.md
+    python bench/memory_bench.py --no-write  # print only
+    python bench/memory_bench.py --quality   # the two suites only (~1 min), print only
+    python bench/memory_bench.py --check     # exit 1 when a target is missed
+
+1. **Latency**, each a fresh ``korg-recall`` process as the bridge runs it per
+   tool call, keyword only (no embedding model in the environment): ``remember``
+   and ``memories`` with 10k memories in the store (7k in the project, 3k for
+   the user: all visible to a call), and ``recall`` with those 10k memories and
+   100k history events (the corpus of ``bench/recall_bench.py``, indexed first).
+   The 10k memories are written in process through the store's row API (10k
+   processes would take an hour) and their mirror files settled before timing,
+   as on a machine in use. Wall and CPU time per process (``wait4``): the
+   machine is shared, and CPU time is what the code costs.
+2. **Knowledge updates** and **dedup**: the generated suites of
+   ``bench/memory_suites.py``, on the real write policy and retrieval. Each is
+   run on the seed its thresholds were tuned on and on a held-out seed that was
+   not looked at while tuning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import _common as common
+import memory_suites as suites
+import recall_bench
+
+from korg_bridge.recall.memory import mirror
+from korg_bridge.recall.memory.normalize import content_hash, title_of
+from korg_bridge.recall.memory.records import Version, iso, new_id
+from korg_bridge.recall.memory.rows import insert_version
+from korg_bridge.recall.memory.store import Store
+
+SECTION = "memory"
+TUNE_SEED = 20261211
+SEEN_SEED = 20261212
+"""The first held-out seed: looked at once (its knowledge-update figure missed by 0.4 points), after
+which two more changes were tuned on TUNE_SEED -- so it is reported, but it is no longer held out."""
+HELD_OUT_SEED = 20261213
+MEMORIES = 10_000
+EVENTS = 100_000
+SAMPLES = 40
+"""Fresh processes timed per write or listing row (after two warm-ups)."""
+TARGET_WRITE_MS = 150.0
+TARGET_RECALL_MS = 200.0
+TARGET_RATE = 0.95
+TIMEOUT_S = 120.0
+MODEL_DIR_ENV = "KORG_RECALL_MODEL_DIR"
+
+SUBJECTS = (
+    "billing-api", "auth-service", "search-indexer", "checkout", "notifications", "ledger-sync", "postgres",
+    "redis", "the CI pipeline", "the staging cluster", "the rate limiter", "the webhook worker", "the cron jobs",
+    "the docker compose setup", "the prometheus metrics", "the feature flags", "the session store", "the audit log",
+)  # fmt: skip
+FACTS = (
+    "{s} needs `make db` before the integration tests run.",
+    "{s} times out after {n} seconds under load; raise the pool size first.",
+    "Deploy {s} with the blue-green script, never by hand.",
+    "{s} logs go to Loki with the label app={k}.",
+    "The flaky tests of {s} are quarantined in tests/flaky_{k}.py.",
+    "{s} migrations must stay backwards compatible for {n} days.",
+    "Ana reviews every change to {s}; ping her before merging.",
+    "{s} uses cursor pagination with pages of {n} rows.",
+    "Exponential backoff for {s} starts at {n} ms and caps at 30 s.",
+    "The {s} dashboard has a panel for deadlocks and slow queries.",
+    "Secrets for {s} come from Vault path secret/{k}.",
+    "The user prefers small pull requests for {s}, at most {n} lines.",
+)  # fmt: skip
+TYPES = ("project", "project", "project", "feedback", "reference", "note", "user")
+
+
+@dataclass(slots=True)
+class Timing:
+    wall_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
+
+    def p(self, q: float, cpu: bool = False) -> float:
+        return common.percentile(self.cpu_ms if cpu else self.wall_ms, q)
+
+
+# --- the 10k store ---------------------------------------------------------------------------------
+
+
+def _text(rng: random.Random, number: int) -> str:
+    subject = rng.choice(SUBJECTS)
+    text = rng.choice(FACTS).format(s=subject, n=rng.randint(2, 900), k=f"{subject.split()[-1]}{number}")
+    return text[0].upper() + text[1:]
+
+
+LAYOUTS: dict[str, tuple[tuple[str, int], ...]] = {
+    "spread": (("project", 2_000), ("user", 1_000), ("others", 7_000)),
+    "crowded": (("project", 7_000), ("user", 3_000)),
+}
+"""Where the 10k memories live. ``spread``: the calling project holds 2,000 (the per-scope soft
+cap), the user 1,000, fourteen other projects 500 each -- a call sees 3,000. ``crowded``: all
+10,000 in the two scopes a call sees, 3.5 times the soft cap (the worst case)."""
+
+
+def build_store(path: Path, project_scope: str, layout: str, seed: int = TUNE_SEED) -> float:
+    """Write :data:`MEMORIES` memories in one transaction (verbatim rows, a year of history, a
+    tenth of them with a second version), then settle their mirror files; return the seconds."""
+    rng = random.Random(seed)
+    started = time.perf_counter()
+    now = time.time()
+    scopes: list[str] = []
+    for kind, count in LAYOUTS[layout]:
+        if kind == "others":
+            scopes += [f"project:/home/dev/work/other-{n % 14}" for n in range(count)]
+        else:
+            scopes += [project_scope if kind == "project" else "user"] * count
+    rng.shuffle(scopes)
+    with Store(path) as store:
+        with store.write() as conn:
+            for number, scope in enumerate(scopes):
+                body = _text(rng, number)
+                at = now - rng.uniform(0, 365) * 86_400
+                version = Version(
+                    id=new_id(), version=1, scope=scope, type=rng.choice(TYPES), title=title_of(body), body=body,
+                    content_hash=content_hash(body), actor="agent", recorded_at=iso(at), tags=[body.split()[0].lower()],
+                    provenance=[{"actor": "agent", "at": iso(at), "source": None}],
+                )  # fmt: skip
+                if rng.random() < 0.1:
+                    later = iso(at + 86_400)
+                    version.superseded_by, version.superseded_at = 2, later
+                    insert_version(conn, version)
+                    revised = _text(rng, number)
+                    version = dataclasses.replace(
+                        version, rowid=None, version=2, body=revised, title=title_of(revised),
+                        content_hash=content_hash(revised), recorded_at=later, superseded_by=None, superseded_at=None,
+                    )  # fmt: skip
+                insert_version(conn, version)
+        while store.conn.execute("SELECT 1 FROM mirror_dirty LIMIT 1").fetchone() is not None:
+            mirror.reconcile(store)
+    return time.perf_counter() - started
+
+
+# --- fresh processes ------------------------------------------------------------------------------
+
+
+class Runner:
+    """``korg-recall`` as a fresh process per call, with its own rusage (CPU time beside wall time)."""
+
+    def __init__(self, env: Mapping[str, str], cwd: Path) -> None:
+        script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
+        self.argv = [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli"]
+        self.env, self.cwd = dict(env), cwd
+
+    def run(self, *args: str) -> tuple[float, float, str]:
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            started = time.perf_counter()
+            proc = subprocess.Popen(
+                [*self.argv, *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=self.env,
+                cwd=self.cwd,
+            )
+            _, status, usage = recall_bench._wait4(proc, TIMEOUT_S)
+            wall = time.perf_counter() - started
+            err.seek(0)
+            out.seek(0)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise RuntimeError(f"korg-recall {' '.join(args)} failed: {err.read().strip()}")
+            return wall * 1000, (usage.ru_utime + usage.ru_stime) * 1000, out.read()
+
+    def time(self, calls: Sequence[Sequence[str]], warmups: int = 2) -> Timing:
+        timing = Timing()
+        for args in calls[:warmups]:
+            self.run(*args)
+        for args in calls[warmups:]:
+            wall, cpu, _ = self.run(*args)
+            timing.wall_ms.append(wall)
+            timing.cpu_ms.append(cpu)
+        return timing
+
+
+@dataclass(slots=True)
+class Latency:
+    build_s: float = 0.0
+    store_mib: float = 0.0
+    index_s: float = 0.0
+    rows: dict[str, Timing] = field(default_factory=dict)
+
+
+def _env(workdir: Path, project: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KORG_", "CLAUDE_", "CODEX_"))}
+    env.update(
+        HOME=str(workdir / "home"), XDG_DATA_HOME=str(workdir / "data"), XDG_CACHE_HOME=str(workdir / "cache"),
+        KORG_RECALL_PROJECT=str(project), KORG_RECALL_ACTOR="agent",
+    )  # fmt: skip
+    return env
+
+
+def _writes(count: int, seed: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    return [
+        [
+            "remember",
+            "--content",
+            _text(rng, MEMORIES + n) + f" (note {n})",
+            "--type",
+            "project",
+            "--scope",
+            "project",
+        ]
+        for n in range(count)
+    ]
+
+
+def measure_latency(workdir: Path) -> Latency:
+    result = Latency()
+    for layout in LAYOUTS:
+        where = workdir / layout
+        project = where / "project"
+        project.mkdir(parents=True)
+        store = where / "data" / "korg-recall" / "memory.sqlite"
+        print(f"latency: writing {MEMORIES} memories ({layout}) ...", file=sys.stderr)
+        seconds = build_store(store, "project:" + os.path.realpath(project), layout)
+        if layout == "spread":
+            result.build_s, result.store_mib = seconds, store.stat().st_size / 1024 / 1024
+        runner = Runner(_env(where, project), project)
+        suffix = "" if layout == "spread" else f" ({layout})"
+        print(f"latency: remember, memories ({layout}) ...", file=sys.stderr)
+        result.rows["remember" + suffix] = runner.time(_writes(SAMPLES + 2, TUNE_SEED + 5))
+        result.rows["memories" + suffix] = runner.time([["memories"]] * (SAMPLES + 2))
+        if layout != "spread":
+            continue
+        print(f"latency: generating and indexing {EVENTS} history events ...", file=sys.stderr)
+        corpus = where / "corpus"
+        recall_bench.generate_corpus(corpus, EVENTS)
+        env = _env(where, project)
+        env.update(KORG_RECALL_LEDGER=str(corpus), KORG_RECALL_INDEX=str(where / "cache" / "index.sqlite"))
+        runner = Runner(env, project)
+        started = time.perf_counter()
+        runner.run("index")
+        result.index_s = time.perf_counter() - started
+        queries = list(recall_bench.LATENCY_QUERIES)
+        for label, extra in (
+            ("recall", []), ("recall --kinds memory", ["--kinds", "memory"]), ("recall --kinds history", ["--kinds", "history"]),
+        ):  # fmt: skip
+            calls = [["recall", "--query", q, "--mode", "keyword", *extra] for q in queries[:2] + queries * 2]
+            print(f"latency: {label} ...", file=sys.stderr)
+            result.rows[label] = runner.time(calls)
+    return result
+
+
+# --- the quality suites -----------------------------------------------------------------------------
+
+
+def _quality_env(workdir: Path) -> dict[str, str]:
+    return {"HOME": str(workdir), "KORG_RECALL_MIRROR": "0", "KORG_RECALL_ACTOR": "agent"}
+
+
+def model_dir() -> str | None:
+    found = os.environ.get(MODEL_DIR_ENV, "").strip()
+    return found if found and Path(found, "model.onnx").exists() else None
+
+
+def semantic_decider(directory: str) -> Any:
+    """The dedup suite's second write decided with the model's cosine, as ``remember`` does when a
+    model is present (the model loaded once instead of once per write)."""
+    import numpy as np
+
+    from korg_bridge.recall.embed import load_embedder
+    from korg_bridge.recall.memory.drafts import make_draft
+    from korg_bridge.recall.memory.operations import remember
+    from korg_bridge.recall.memory.policy import decide
+    from korg_bridge.recall.memory.vectors import embed_text
+
+    embedder = load_embedder({MODEL_DIR_ENV: directory, "HOME": os.environ.get("HOME", "/tmp")})
+
+    def decide_with(store: Store, ctx: Any, scope: str, first: str, second: str) -> str:
+        made = remember(store, ctx, {"content": first, "type": "project", "scope": scope})
+        draft, _ = make_draft({"content": second, "type": "project"}, scope, allow_secrets=False)
+        old = store.conn.execute("SELECT title, body FROM memory WHERE id = ?", (made["id"],)).fetchone()
+        vectors = embedder.embed([embed_text(draft.title, draft.body), embed_text(old[0], old[1])])
+        with store.reading() as conn:
+            return decide(conn, draft, {str(made["id"]): float(np.dot(vectors[0], vectors[1]))}).status
+
+    return decide_with
+
+
+@dataclass(slots=True)
+class Quality:
+    updates: dict[int, suites.UpdateScore] = field(default_factory=dict)
+    dedup: dict[tuple[int, str], suites.DedupScore] = field(default_factory=dict)
+
+
+def measure_quality(workdir: Path) -> Quality:
+    quality = Quality()
+    env = _quality_env(workdir)
+    directory = model_dir()
+    decider = semantic_decider(directory) if directory else None
+    for seed in (TUNE_SEED, SEEN_SEED, HELD_OUT_SEED):
+        print(f"quality: seed {seed} ...", file=sys.stderr)
+        quality.updates[seed] = suites.run_updates(seed, env)
+        quality.dedup[(seed, "keyword")] = suites.run_dedup(seed, env)
+        if decider is not None:
+            quality.dedup[(seed, "model")] = suites.run_dedup(seed, env, decider)
+    return quality
+
+
+# --- report -------------------------------------------------------------------------------------------
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f} %"
+
+
+def latency_table(latency: Latency, report: list[bool]) -> str:
+    rows: list[list[str]] = []
+    for label, timing in latency.rows.items():
+        target = (
+            TARGET_RECALL_MS
+            if label == "recall"
+            else TARGET_WRITE_MS
+            if label in ("remember", "memories")
+            else None
+        )
+        passed = None if target is None else timing.p(95, cpu=True) <= target
+        if passed is not None:
+            report.append(passed)
+        name = f"**`{label}`**" if target is not None else f"`{label}`"
+        rows.append([
+            name, f"{timing.p(50):.0f} / {timing.p(95):.0f} ms", f"{timing.p(50, True):.0f} / {timing.p(95, True):.0f} ms",
+            f"{len(timing.wall_ms)}", f"p95 ≤ {target:.0f} ms" if target else "-", common.verdict(passed),
+        ])  # fmt: skip
+    return common.markdown_table(
+        ["fresh process", "wall p50 / p95", "CPU p50 / p95", "n", "target", "verdict"], rows
+    )
+
+
+def _which(seed: int) -> str:
+    return {TUNE_SEED: "tuning", SEEN_SEED: "seen once"}.get(seed, "held out")
+
+
+def quality_tables(quality: Quality, report: list[bool]) -> str:
+    rows: list[list[str]] = []
+    for seed, score in quality.updates.items():
+        which = _which(seed)
+        for kind, label in (("now", "newest version first"), ("as_of", "`as_of`: the version valid then")):
+            passed = score.rate(kind) >= TARGET_RATE
+            if seed == HELD_OUT_SEED:
+                report.append(passed)
+            rows.append([
+                f"{seed} ({which})", label, f"{score.right[kind]}/{score.asked[kind]}", f"**{_pct(score.rate(kind))}**",
+                _pct(score.rate(kind, top=True)), "≥ 95 %", common.verdict(passed),
+            ])  # fmt: skip
+    updates = common.markdown_table(
+        [
+            "seed",
+            "question",
+            "right",
+            "rate (among the fact's versions)",
+            "top hit overall",
+            "target",
+            "verdict",
+        ],
+        rows,
+    )
+    rows = []
+    for (seed, how), score in quality.dedup.items():
+        which = _which(seed)
+        passed = score.precision >= TARGET_RATE and score.contradictions_merged == 0
+        if seed == HELD_OUT_SEED:
+            report.append(passed)
+        rows.append([
+            f"{seed} ({which})", how, f"{score.merges}", f"**{score.precision:.3f}**",
+            f"**{score.contradictions_merged}**/{score.contradictions}",
+            f"{score.paraphrases_merged}/{score.paraphrases} ({score.recall:.2f})", "precision ≥ 0.95, 0 contradiction merges",
+            common.verdict(passed),
+        ])  # fmt: skip
+    dedup = common.markdown_table(
+        [
+            "seed",
+            "similarity",
+            "merges",
+            "precision",
+            "contradictions merged",
+            "paraphrases merged (recall)",
+            "target",
+            "verdict",
+        ],
+        rows,
+    )
+    kinds: dict[str, list[int]] = {}
+    for (seed, how), score in quality.dedup.items():
+        if seed == HELD_OUT_SEED and how == "keyword":
+            kinds = score.by_kind
+    detail = ", ".join(f"{kind} {merged}/{pairs}" for kind, (pairs, merged) in sorted(kinds.items()))
+    return f"{updates}\n\n{dedup}\n\nMerged pairs by kind (held-out seed, keyword): {detail}."
+
+
+VARIABILITY = (
+    " On this shared machine the tails move with the other work: `remember` keeps its target with "
+    "little room and not in every run -- the run just before this one, on the same code but for a "
+    "shortcut since undone, measured 155 ms CPU p95 (p50 120 ms) while the load average rose from 1.4 "
+    "to 2.7; `memories` and `recall` kept theirs in both runs."
+)
+"""Observed in the run before the recorded one (kept by hand: one run cannot know it)."""
+
+INTRO = """What the memory store costs and how well it keeps facts, measured by
+`bench/memory_bench.py`. Latency: each figure is a fresh `korg-recall` process, as the
+bridge runs one per tool call, with no embedding model in the environment (keyword
+checks only), against a store of 10,000 memories (a year of history, a tenth with a second
+version; written in process through the store's row API, their mirror files settled first).
+In the bold rows the calling project holds 2,000 of them (the per-scope soft cap), the user
+1,000 and fourteen other projects the rest, so a call sees 3,000; the "crowded" rows put all
+10,000 in the two scopes a call sees (3.5 times the soft cap). `recall` also searches 100,000
+history events (the corpus of `bench/recall_bench.py`, indexed beforehand) with `--mode
+keyword`, over the 24 queries of that benchmark, twice. The verdicts are on CPU time: the
+machine is shared with other work, and waiting for a core (or for a disk flush: every write
+fsyncs the store, its mirror file and the operation log) is not the code's cost."""
+
+QUALITY_INTRO = """Quality, on the generated suites of `bench/memory_suites.py`, through the real write policy
+and retrieval. **Knowledge updates**: 62 facts (a service's port, a dependency's version, a
+person's role, a deadline, the team's tool), each with two to four values written weeks apart
+in different words and by different paths (plain `remember`, `remember` with a `key`,
+`supersedes`, `revise`), among other memories about the same subjects; questions use other
+words again. "Rate" counts a question right when, among the fact's own versions in the top 10
+hits, the first is the newest (or, with `as_of` a moment between two values, the one valid
+then); "top hit overall" also requires that no other memory ranks above it. **Dedup**: pairs
+written one after the other into a scope of their own: paraphrases (reordered, inflected,
+elaborated; some with a synonym) should merge, contradictions (a different number, date,
+version, negation, named entity -- capitalised, or a lower-case tool, repo or service name --
+or swapped sides) must never merge. The "model" row decides the second write with the cosine of
+the local embedding model as well, as `remember` does when one is installed. Thresholds and
+ranking were tuned on seed 20261211 only. Seed 20261212 was the first held-out seed: its figures
+were looked at once (newest-first 94.6 %, below the target, with the ranking of that moment), then
+two general changes were made on the tuning seed alone (an `as_of` answer orders its linked
+lineages as they stood then; the value-link overlap went from 0.2 to 0.15), so it is shown but
+no longer held out. Seed 20261213 was generated after those changes and not looked at before this
+run: its rows carry the verdicts."""
+
+
+def render(
+    latency: Latency | None, quality: Quality, where: common.Machine, args: list[str]
+) -> tuple[str, int]:
+    report: list[bool] = []
+    parts: list[str] = []
+    if latency is not None:
+        parts.append(latency_table(latency, report))
+    tables = quality_tables(quality, report)
+    notes = [QUALITY_INTRO, tables]
+    if latency is not None:
+        notes.insert(
+            0,
+            f"Setup: the 10k memories took {latency.build_s:.0f} s to write and settle (store "
+            f"{latency.store_mib:.0f} MiB); indexing the 100k events took {latency.index_s:.0f} s. "
+            "Where the time goes: about 70 ms of every call is the interpreter and korg-recall's "
+            "imports (`korg-recall --version` alone); `remember` adds the redactor's patterns (~20 ms), "
+            "the mirror scan of its scope (one `stat` per file: ~10 ms per 3,000 files here), the "
+            "policy's queries and three fsyncs (wall time, not CPU). The crowded rows carry no target: "
+            "with all 10,000 memories in the scopes a call sees the scan and the listing grow with them "
+            "(a scope past the 2,000 soft cap is one `remember` reports as needing review)." + VARIABILITY,
+        )
+    body = common.section_body(
+        "Memory (`bench/memory_bench.py`)", INTRO, "\n\n".join(parts) or "(latency not run)", where,
+        common.rerun_command(__file__, args), "\n\n".join(notes),
+    )  # fmt: skip
+    return body, sum(not passed for passed in report)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone")
+    parser.add_argument("--quality", action="store_true", help="the quality suites only; prints only")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    where = common.machine()
+    recall_bench.compile_bytecode()
+    with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
+        workdir = Path(tmp)
+        saved = os.environ.pop(MODEL_DIR_ENV, None)  # latency is keyword only
+        try:
+            latency = None if args.quality else measure_latency(workdir / "latency")
+        finally:
+            if saved is not None:
+                os.environ[MODEL_DIR_ENV] = saved
+        (workdir / "quality").mkdir()
+        quality = measure_quality(workdir / "quality")
+    body, failed = render(latency, quality, where, [])
+    print(body)
+    print(f"{failed} target(s) missed; {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    if not args.no_write and not args.quality:
+        path = common.write_section(SECTION, body)
+        print(f"wrote the {SECTION} section of {path}", file=sys.stderr)
+    return 1 if args.check and failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

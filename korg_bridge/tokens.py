@@ -3,12 +3,13 @@
 ``--token-file FILE`` holds one token per line::
 
     # comments and blank lines are ignored
-    9f2c…e1                       a token alone: no tenant (what the file always held)
-    7b41…0a  acme                 a token of tenant "acme"
-    c3d8…5f  acme  ci:nightly     … and actor "ci:nightly"
+    9f2c…e1                       # a token alone: no tenant (what the file always held)
+    7b41…0a  acme                 # a token of tenant "acme"
+    c3d8…5f  acme  ci:nightly     # … and actor "ci:nightly"
 
-Fields are separated by spaces or tabs. A token is printable ASCII without
-spaces (what survives an ``Authorization`` header), not starting with ``#``;
+Fields are separated by spaces or tabs; a field starting with ``#`` begins a
+comment. A token is printable ASCII without spaces (what survives an
+``Authorization`` header), not starting with ``#``;
 tenant and actor names follow :data:`~korg_bridge.identity.TENANT_NAME` and
 :data:`~korg_bridge.identity.ACTOR_NAME`. ``KORG_BRIDGE_TOKEN`` is the
 one-token form, without a tenant.
@@ -150,6 +151,8 @@ def parse_tokens(text: str, source: str) -> TokenSet:
             continue
         where = f"{source}, line {number}"
         fields = line.split()
+        comment = next((i for i, f in enumerate(fields) if i and f.startswith("#")), len(fields))
+        fields = fields[:comment]  # "TOKEN acme  # the CI runner": a comment after the fields
         if len(fields) > 3:
             raise ConfigError(f"{where}: {FORMAT}, got {len(fields)} fields. Put one token on each line.")
         token, tenant, actor = fields[0], _field(fields, 1), _field(fields, 2)

@@ -20,11 +20,12 @@ import httpx2
 import pytest
 from _bridge_client import INITIALIZE, run_cli
 from anyio.abc import Process
-from conftest import FIXTURE_BINS, python_env
+from conftest import FIXTURE_BINS, REPO, python_env
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from test_http import JSON_HEADERS, URL_PATTERN
 
+from korg_bridge.cli import build_parser
 from korg_bridge.ledger import verify_file
 
 THUMP = FIXTURE_BINS / "thump"
@@ -245,3 +246,12 @@ def test_list_tools_accepts_a_good_token_file_and_limits(tmp_path: Path) -> None
     )
     assert result.returncode == 0, result.stderr
     assert "thump_say" in result.stdout
+
+
+def test_every_flag_of_korg_bridge_has_a_row_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text()
+    flags = [flag for action in build_parser()._actions for flag in action.option_strings]
+    missing = [
+        flag for flag in flags if flag.startswith("--") and flag != "--help" and f"`{flag}" not in readme
+    ]
+    assert not missing, f"flags without a README row: {missing}"

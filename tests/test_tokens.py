@@ -21,9 +21,9 @@ OPS = "tok-ops-ZyXwVuTsRqPoNmLk"
 FILE = f"""# tokens of the team bridge
 {ANA}  acme  ana@example.com
 
-{CI}\tacme\tci:nightly
+{CI}\tacme\tci:nightly  # the nightly runner
    # an indented comment
-{OPS}
+{OPS} #acme: a comment, not a tenant
 """
 
 

@@ -44,7 +44,12 @@ _RATE = re.compile(r"\s*(\d{1,9})\s*/\s*([smh])\s*", re.ASCII)
 
 @dataclass(frozen=True, slots=True)
 class Rate:
-    """``count`` requests per ``period`` seconds, with a burst of ``count``."""
+    """``count`` requests per ``period`` seconds, with a burst of ``count``.
+
+    Raises:
+        UsageError: (on construction) a count below 1 or a period that is not a
+            positive finite number of seconds.
+    """
 
     count: int
     period: float

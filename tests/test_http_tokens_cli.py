@@ -154,6 +154,22 @@ async def test_two_tokens_are_two_tenants_and_sighup_reloads_the_file_without_a_
     ]
     assert events[-1] == {**events[-1], "tenant": "initech"} and "actor" not in events[-1]
     assert verify_file(ledger).intact
+    verify = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from korg_bridge.recall.cli import main; raise SystemExit(main())",
+            "verify",
+            "--path",
+            str(ledger),
+        ],
+        capture_output=True,
+        text=True,
+        env=python_env(),
+        timeout=BOUND,
+        stdin=subprocess.DEVNULL,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
     assert not any(token in ledger.read_text() for token in TOKENS)
 
 

@@ -17,6 +17,8 @@ An entry is the flat journal shape of the conformance vectors::
     timestamp      ISO-8601 UTC with Z, millisecond precision, taken when the call is recorded
     binary         the bridged binary (extra field; omitted when unknown)
     mcp_tool       the MCP tool name the client called (extra field)
+    tenant, actor  whom the caller's bearer token stands for (extra fields; present
+                   only for HTTP calls whose token names them: see korg_bridge.identity)
     prev_hash, entry_hash                    (the writer's)
 
 ``result.output`` is the first :data:`OUTPUT_PREVIEW_BYTES` of the text the
@@ -289,11 +291,15 @@ class AuditLog:
         output: str,
         duration_ms: int,
         reason: str | None = None,
+        tenant: str | None = None,
+        actor: str | None = None,
     ) -> dict[str, Any]:
         """Append one tool call and return the entry as written ({} if it could not be).
 
         ``command_id`` becomes ``tool_name`` (the callable), ``tool_name`` the
-        ``mcp_tool`` field (the name the client used). The append runs in a
+        ``mcp_tool`` field (the name the client used); ``tenant`` and ``actor``
+        are written when given (names the token file validated: no secret,
+        nothing to redact). The append runs in a
         worker thread - it waits for the file lock and fsyncs - and is shielded
         from cancellation, so a call cancelled while being recorded is still
         recorded whole.
@@ -321,6 +327,10 @@ class AuditLog:
             if self.binary is not None:
                 fields["binary"] = self.binary
             fields["mcp_tool"] = tool_name
+            if tenant is not None:
+                fields["tenant"] = tenant
+            if actor is not None:
+                fields["actor"] = actor
             return self._append(fields)
 
         try:

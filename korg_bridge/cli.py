@@ -31,7 +31,9 @@ from .toolnames import NAME_STYLES
 
 if TYPE_CHECKING:
     from .contract import Document
+    from .ratelimit import Rate
     from .server import Bridge
+    from .tokens import TokenSet
 
 log = logging.getLogger("korg_bridge")
 
@@ -60,6 +62,15 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f'must be at least 1, got "{text}"')
     return value
+
+
+def _rate(text: str) -> Rate:
+    from .ratelimit import RATE_FORM, Rate
+
+    try:
+        return Rate.parse(text)
+    except UsageError:
+        raise argparse.ArgumentTypeError(f'{RATE_FORM}, got "{text}"') from None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,7 +162,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--token-file",
         metavar="FILE",
-        help="with --http: file holding the bearer token (else KORG_BRIDGE_TOKEN); required off loopback",
+        help=(
+            "with --http: file of bearer tokens, one per line: TOKEN [TENANT [ACTOR]] "
+            "(else KORG_BRIDGE_TOKEN); required off loopback; SIGHUP reloads it"
+        ),
+    )
+    parser.add_argument(
+        "--rate-limit",
+        type=_rate,
+        metavar="N/s",
+        help="with --http: requests each token may make, N per second (N/s), minute (N/m) or hour (N/h); "
+        "bursts of up to N; beyond it HTTP 429 with Retry-After",
+    )
+    parser.add_argument(
+        "--max-calls-per-token",
+        type=_positive_int,
+        metavar="N",
+        help="with --http: tool calls each token may have running at once; beyond it a call is refused "
+        "(an isError result)",
     )
     parser.add_argument(
         "--allow-host",
@@ -186,7 +214,15 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"missing BINARY. Usage: {PROG} BINARY [--list-tools]; see {PROG} --help")
     if args.json and not args.list_tools:
         raise UsageError("--json only applies to --list-tools; add --list-tools.")
-    http_only = [flag for flag, value in (("--token-file", args.token_file),) if value]
+    http_only = [
+        flag
+        for flag, value in (
+            ("--token-file", args.token_file),
+            ("--rate-limit", args.rate_limit),
+            ("--max-calls-per-token", args.max_calls_per_token),
+        )
+        if value
+    ]
     if args.allow_host:
         http_only.append("--allow-host")
     if args.allow_origin:
@@ -254,6 +290,7 @@ async def _run(args: argparse.Namespace, policy: Policy) -> int:
         audit=audit,
         reload=not args.no_reload,
         discovery_timeout=args.discovery_timeout,
+        max_calls_per_caller=args.max_calls_per_token,
     )
     bridge = Bridge(documents, options)
     served = len(bridge.catalogue.entries)
@@ -265,31 +302,41 @@ async def _run(args: argparse.Namespace, policy: Policy) -> int:
     return await _serve_stdio(bridge, args.binaries)
 
 
-def _check_http(args: argparse.Namespace) -> tuple[str, int, str | None]:
+def _check_http(args: argparse.Namespace) -> tuple[str, int, TokenSet | None]:
     """Everything about --http that can fail, checked before the binaries are run.
+
+    ``KORG_BRIDGE_TOKEN`` leaves this process's environment once read, so no
+    binary run from here on (discovery, drift checks, tool calls) inherits it.
 
     Raises:
         UsageError: a malformed ``[HOST:]PORT``.
-        ConfigError: no usable token, or none while listening off loopback.
+        ConfigError: no usable token, or none while listening off loopback;
+            a malformed token file.
     """
     from .errors import ConfigError
-    from .listen import is_loopback, load_token, parse_listen
+    from .listen import TOKEN_ENV, is_loopback, parse_listen
+    from .tokens import load_tokens
 
     host, port = parse_listen(args.http)
-    token = load_token(os.environ, args.token_file)
-    if token is None and not is_loopback(host):
+    tokens = load_tokens(os.environ, args.token_file)
+    os.environ.pop(TOKEN_ENV, None)
+    if tokens is None and not is_loopback(host):
         raise ConfigError(
-            f"refusing to listen on {host} without a token: set KORG_BRIDGE_TOKEN or pass --token-file FILE"
+            f"refusing to listen on {host} without a token: set {TOKEN_ENV} or pass --token-file FILE"
         )
-    return host, port, token
+    return host, port, tokens
 
 
 async def _serve_http(
-    listen: tuple[str, int, str | None], bridge: Bridge, tool_count: int, args: argparse.Namespace
+    listen: tuple[str, int, TokenSet | None],
+    bridge: Bridge,
+    tool_count: int,
+    args: argparse.Namespace,
 ) -> int:
     from .http import serve_http
+    from .tokens import Keyring
 
-    host, port, token = listen
+    host, port, tokens = listen
     logging.getLogger("korg_bridge.http").setLevel(logging.INFO)
     health = {
         "name": PROG,
@@ -301,9 +348,10 @@ async def _serve_http(
         bridge.server(),
         host=host,
         port=port,
-        token=token,
+        tokens=None if tokens is None else Keyring(tokens, args.token_file),
         allowed_hosts=args.allow_host,
         allowed_origins=args.allow_origin,
+        rate_limit=args.rate_limit,
         health=health,
     )
     return 0

@@ -1,14 +1,18 @@
 """Serve the bridge over Streamable HTTP: ``korg-bridge BINARY --http [HOST:]PORT``.
 
 Over stdio the only client is the process that started us; over HTTP it is
-whoever can reach the port, so three gates stand in front of the SDK's app:
+whoever can reach the port, so gates stand in front of the SDK's app:
 
-- **Bearer token** (``Authorization: Bearer TOKEN``), compared in constant
-  time; required whenever the address is not loopback. The token comes from
+- **Bearer tokens** (``Authorization: Bearer TOKEN``), required whenever the
+  address is not loopback, each standing for a tenant and an actor
+  (:mod:`korg_bridge.tokens`), with a per-token rate limit
+  (:mod:`korg_bridge.ratelimit`): all checked by
+  :class:`~korg_bridge.gate.Gate`, which also hands each request's identity
+  to the tool call (:mod:`korg_bridge.identity`). Tokens come from
   ``KORG_BRIDGE_TOKEN`` or a file, never from argv (``ps`` shows argv to every
-  local user) and never reaches a log. Missing or wrong: 401 with
-  ``WWW-Authenticate: Bearer``. The SDK's own auth (``TokenVerifier``) is built
-  for OAuth: it advertises an authorization server we do not have.
+  local user), and never reach a log. SIGHUP reloads the token file. The
+  SDK's own auth (``TokenVerifier``) is built for OAuth: it advertises an
+  authorization server we do not have.
 - **Host/Origin checks** against DNS rebinding, by the SDK's
   ``TransportSecuritySettings``: a foreign ``Host`` gets the SDK's 421, a
   foreign ``Origin`` its 403 (and a POST that is not JSON its 400).
@@ -24,8 +28,8 @@ error (``-32700``/``-32600``, the request's id when it can be told) by
 :class:`~korg_bridge.jsonrpc.BodyCheck`, where the SDK would answer
 ``INVALID_PARAMS`` without the id.
 
-``GET /healthz`` is open (no token, no Host check) so probes and load
-balancers can use it; it reveals only what ``--list-tools`` does.
+``GET /healthz`` is open (no token, no Host check, no limit) so probes and
+load balancers can use it; it reveals only what ``--list-tools`` does.
 
 Stopping: the first SIGTERM or SIGINT stops accepting, lets in-flight
 requests finish for up to ``grace`` seconds, then cuts what is left (a
@@ -38,7 +42,6 @@ as the last request is done. Cancelling :func:`serve_http` stops at once.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import logging
 import math
@@ -49,22 +52,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import uvicorn
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .admission import Admission, ConnectionLimits, protocol_class, raise_file_limit, trust_connection
+from .admission import Admission, ConnectionLimits, protocol_class, raise_file_limit
 from .errors import ConfigError, KorgError
+from .gate import HEALTH_PATH, Gate, Traffic
 from .jsonrpc import BodyCheck
 from .listen import (
-    TOKEN_CHARS,
     TOKEN_ENV,
     bracketed,
     is_loopback,
@@ -72,6 +74,8 @@ from .listen import (
     parse_listen,
     security_settings,
 )
+from .ratelimit import Limiter, Rate
+from .tokens import Keyring, TokenSet
 
 __all__ = [
     "TOKEN_ENV",
@@ -86,131 +90,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
-HEALTH_PATH = "/healthz"
 DEFAULT_MAX_BODY_BYTES: int = DEFAULT_MAX_REQUEST_BODY_SIZE
 DEFAULT_GRACE = 10.0
 
 _SHUTDOWN_BACKSTOP = 1
 """Seconds uvicorn waits beyond ``grace`` before cancelling on its own; our drain cuts first."""
-
-
-class _Traffic:
-    """What a graceful stop waits for.
-
-    A request (a POST or DELETE) finishes by itself; a ``GET /mcp`` stream
-    does not, so it is only cut. Each runs in its own cancel scope so a stop
-    can cut it and still end the HTTP response properly.
-    """
-
-    def __init__(self) -> None:
-        self.closing = False
-        self.requests = 0
-        self._scopes: set[anyio.CancelScope] = set()
-        self._idle: anyio.Event | None = None
-
-    @contextlib.contextmanager
-    def track(self, scope: anyio.CancelScope, *, stream: bool) -> Iterator[None]:
-        counted = 0 if stream else 1
-        self._scopes.add(scope)
-        self.requests += counted
-        try:
-            yield
-        finally:
-            self._scopes.discard(scope)
-            self.requests -= counted
-            if not self.requests and self._idle is not None:
-                self._idle.set()
-
-    async def wait_idle(self) -> None:
-        """Until no request is in flight (one waiter at a time: the drain)."""
-        while self.requests:
-            self._idle = anyio.Event()
-            await self._idle.wait()
-
-    def cut_all(self) -> None:
-        for scope in list(self._scopes):
-            scope.cancel()
-
-
-class _Gate:
-    """The outermost ASGI layer: the bearer token for everything but
-    ``/healthz``, and the bookkeeping a graceful stop needs."""
-
-    def __init__(self, app: ASGIApp, *, token: str | None, traffic: _Traffic) -> None:
-        self.app = app
-        self._expected = None if token is None else token.encode("ascii")
-        self._traffic = traffic
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] == HEALTH_PATH:
-            await self.app(scope, receive, send)
-            return
-        if self._expected is not None:
-            problem = self._auth_problem(Headers(scope=scope).get("authorization"))
-            if problem is not None:
-                client = scope.get("client")
-                log.info("refused %s %s from %s: %s", scope["method"], scope["path"], client, problem)
-                await _unauthorized(problem)(scope, receive, send)
-                return
-        trust_connection(scope)  # no longer counts against the cap on unauthorised connections
-        if self._traffic.closing:
-            await _unavailable()(scope, receive, send)
-            return
-        await self._run(scope, receive, send, stream=scope["method"] == "GET")
-
-    def _auth_problem(self, header: str | None) -> str | None:
-        assert self._expected is not None
-        if not header:
-            return "missing bearer token"
-        scheme, _, credentials = header.partition(" ")
-        # compare_digest on bytes of equal meaning; latin-1 round-trips any header value.
-        given = credentials.strip().encode("latin-1", "replace")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given, self._expected):
-            return "wrong bearer token"
-        return None
-
-    async def _run(self, scope: Scope, receive: Receive, send: Send, *, stream: bool) -> None:
-        started = completed = False
-
-        async def watched_send(message: Message) -> None:
-            nonlocal started, completed
-            if message["type"] == "http.response.start":
-                started = True
-            elif message["type"] == "http.response.body" and not message.get("more_body", False):
-                completed = True
-            await send(message)
-
-        with anyio.CancelScope() as cut, self._traffic.track(cut, stream=stream):
-            await self.app(scope, receive, watched_send)
-        if cut.cancelled_caught and not completed:
-            # Cut by a stop: end the response cleanly rather than drop the connection mid-body.
-            with anyio.CancelScope(shield=True):
-                if started:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-                else:
-                    await _unavailable()(scope, receive, send)
-
-
-def _unauthorized(problem: str) -> Response:
-    challenge = 'Bearer realm="korg-bridge"'
-    if problem.startswith("wrong"):
-        challenge += ', error="invalid_token"'
-    return JSONResponse(
-        {
-            "error": "unauthorized",
-            "message": f"{problem}: send 'Authorization: Bearer TOKEN' with the server's token",
-        },
-        status_code=401,
-        headers={"WWW-Authenticate": challenge},
-    )
-
-
-def _unavailable() -> Response:
-    return JSONResponse(
-        {"error": "unavailable", "message": "the server is shutting down"},
-        status_code=503,
-        headers={"Connection": "close", "Retry-After": "1"},
-    )
 
 
 def _health_route(health: Mapping[str, Any]) -> Route:
@@ -223,32 +107,51 @@ def _health_route(health: Mapping[str, Any]) -> Route:
     return Route(HEALTH_PATH, healthz, methods=["GET"])
 
 
+def _keyring(token: str | None, tokens: Keyring | TokenSet | None) -> Keyring | None:
+    """One form of the accepted tokens, whichever the caller gave.
+
+    Raises:
+        ConfigError: both were given, or ``token`` is unusable.
+    """
+    if token is not None and tokens is not None:
+        raise ConfigError("pass either token or tokens, not both.")
+    if token is not None:
+        return Keyring(TokenSet.single(token, "the bearer token"))
+    if isinstance(tokens, TokenSet):
+        return Keyring(tokens)
+    return tokens
+
+
 def build_http_app(
     server: Server[Any],
     *,
     host: str,
-    token: str | None,
+    token: str | None = None,
+    tokens: Keyring | TokenSet | None = None,
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    rate_limit: Rate | None = None,
     health: Mapping[str, Any],
 ) -> Starlette:
     """The ASGI app: ``server`` at ``/mcp`` behind the gates, and ``/healthz``.
 
     ``host`` is the address it will be bound to: it decides whether a token is
-    required and joins the allowed Host names. The app can be served once
-    (the SDK's session manager runs once).
+    required and joins the allowed Host names. The accepted tokens are one
+    ``token`` (no tenant) or ``tokens`` (:func:`korg_bridge.tokens.load_tokens`;
+    a :class:`~korg_bridge.tokens.Keyring` can be reloaded); neither means an
+    open server, loopback only. ``rate_limit`` applies per token. The app can
+    be served once (the SDK's session manager runs once).
 
     Raises:
         ConfigError: no token for a non-loopback ``host``, an unusable token,
-            or a body limit below one byte.
+            both ``token`` and ``tokens``, or a body limit below one byte.
     """
-    if token is None and not is_loopback(host):
+    keyring = _keyring(token, tokens)
+    if keyring is None and not is_loopback(host):
         raise ConfigError(
             f"refusing to listen on {host} without a token: set {TOKEN_ENV} or pass --token-file FILE"
         )
-    if token is not None and not TOKEN_CHARS.fullmatch(token):
-        raise ConfigError("the bearer token must be one run of printable ASCII without spaces.")
     if max_body_bytes < 1:
         raise ConfigError(f"the request body limit must be at least 1 byte, got {max_body_bytes}.")
     security = security_settings(host, allowed_hosts, allowed_origins)
@@ -260,8 +163,10 @@ def build_http_app(
         custom_starlette_routes=[_health_route(health)],
     )
     app.add_middleware(BodyCheck, path=MCP_PATH, security=security, max_body_bytes=max_body_bytes)
-    app.state.korg_traffic = traffic = _Traffic()
-    app.add_middleware(_Gate, token=token, traffic=traffic)
+    app.state.korg_traffic = traffic = Traffic()
+    app.state.korg_keyring = keyring
+    app.state.korg_limiter = limiter = None if rate_limit is None else Limiter(rate_limit)
+    app.add_middleware(Gate, keyring=keyring, traffic=traffic, limiter=limiter)
     return app
 
 
@@ -315,7 +220,7 @@ class _Uvicorn(uvicorn.Server):
 class _Stopper:
     """Turns signals and cancellation into the stop described in the module docstring."""
 
-    def __init__(self, web: _Uvicorn, traffic: _Traffic, grace: float) -> None:
+    def __init__(self, web: _Uvicorn, traffic: Traffic, grace: float) -> None:
         self._web = web
         self._traffic = traffic
         self._grace = grace
@@ -370,10 +275,12 @@ async def serve_http(
     *,
     host: str,
     port: int,
-    token: str | None,
+    token: str | None = None,
+    tokens: Keyring | TokenSet | None = None,
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    rate_limit: Rate | None = None,
     health: Mapping[str, Any],
     grace: float = DEFAULT_GRACE,
     ready: anyio.Event | None = None,
@@ -381,11 +288,13 @@ async def serve_http(
 ) -> None:
     """Serve :func:`build_http_app` with uvicorn until SIGTERM/SIGINT (or cancellation).
 
-    Signals are handled only when called from the main thread. ``ready`` is
-    set once the port accepts connections; the URL is logged at INFO.
-    ``limits`` are the connection timeouts and the cap on unauthorised
-    connections (:mod:`korg_bridge.admission`); the soft open-file limit of
-    this process is raised first.
+    Signals are handled only when called from the main thread: SIGTERM and
+    SIGINT stop, SIGHUP reloads the token file of a ``tokens`` keyring
+    (:func:`reload_tokens`). ``ready`` is set once the port accepts
+    connections; the URL is logged at INFO. ``limits`` are the connection
+    timeouts and the cap on unauthorised connections
+    (:mod:`korg_bridge.admission`); the soft open-file limit of this process
+    is raised first.
 
     Raises:
         ConfigError: as :func:`build_http_app`; a negative ``grace``; the
@@ -398,12 +307,16 @@ async def serve_http(
         server,
         host=host,
         token=token,
+        tokens=tokens,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
         max_body_bytes=max_body_bytes,
+        rate_limit=rate_limit,
         health=health,
     )
-    traffic: _Traffic = app.state.korg_traffic
+    traffic: Traffic = app.state.korg_traffic
+    keyring: Keyring | None = app.state.korg_keyring
+    limiter: Limiter | None = app.state.korg_limiter
     limits = limits or ConnectionLimits()
     admission = Admission(limits.pending_cap(raise_file_limit()))
     log.debug("holding at most %d connections not yet authorised", admission.cap)
@@ -411,8 +324,13 @@ async def serve_http(
     url = f"http://{bracketed(host)}:{sockets[0].getsockname()[1]}{MCP_PATH}"
 
     def started() -> None:
-        auth = "bearer token required" if token is not None else "no token (loopback only)"
-        log.info("serving MCP on %s (%s; health at %s)", url, auth, HEALTH_PATH)
+        auth = (
+            "no token (loopback only)"
+            if keyring is None
+            else f"bearer token required: {keyring.tokens.summary()}"
+        )
+        limit = "" if rate_limit is None else f"; rate limit {rate_limit} per token"
+        log.info("serving MCP on %s (%s%s; health at %s)", url, auth, limit, HEALTH_PATH)
         if ready is not None:
             ready.set()
 
@@ -431,6 +349,7 @@ async def serve_http(
         async with anyio.create_task_group() as tg:
             if threading.current_thread() is threading.main_thread():
                 tg.start_soon(stopper.on_signals, tg)
+                await tg.start(_reload_on_sighup, keyring, limiter)
             tg.start_soon(stopper.on_cancel)
             # Shielded so that cancelling us still runs uvicorn's shutdown
             # (on_cancel has cut every request by then, so it is quick).
@@ -445,3 +364,38 @@ async def serve_http(
     finally:
         for sock in sockets:
             sock.close()
+
+
+async def reload_tokens(keyring: Keyring | None, limiter: Limiter | None = None) -> bool:
+    """Put the token file's current tokens in force (what SIGHUP does); False when
+    there is nothing to reload or the file fails to load, which keeps the tokens
+    in force and logs why in one line, never naming a token.
+
+    Tokens that stay keep their rate budget and sessions; a removed token's
+    next request is refused with 401.
+    """
+    if keyring is None:
+        log.warning("SIGHUP: this server takes no token; nothing to reload")
+        return False
+    try:
+        tokens = await anyio.to_thread.run_sync(keyring.reload)
+    except ConfigError as exc:
+        log.error("SIGHUP: keeping the %s in force: %s", keyring.tokens.summary(), exc.message)
+        return False
+    if limiter is not None:
+        limiter.retain(tokens.keys)
+    log.info("SIGHUP: reloaded %s: %s", tokens.source, tokens.summary())
+    return True
+
+
+async def _reload_on_sighup(
+    keyring: Keyring | None,
+    limiter: Limiter | None,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Handle SIGHUP from before the port opens: its default action would end the server."""
+    with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+        task_status.started()
+        async for _ in signals:
+            await reload_tokens(keyring, limiter)

@@ -9,10 +9,7 @@ millisecond, not after discovery, and without importing the web stack.
 from __future__ import annotations
 
 import ipaddress
-import logging
-import os
 import re
-import stat
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -20,8 +17,6 @@ from .errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
-
-log = logging.getLogger(__name__)
 
 TOKEN_ENV = "KORG_BRIDGE_TOKEN"
 DEFAULT_HOST = "127.0.0.1"
@@ -89,24 +84,18 @@ def load_token(env: Mapping[str, str], token_file: str | None) -> str | None:
     the variable may be inherited from anywhere. Surrounding whitespace (the
     trailing newline of ``echo secret > file``) is stripped.
 
+    This is the one-token form; :func:`korg_bridge.tokens.load_tokens` reads
+    a token file of several tokens with their tenants.
+
     Raises:
-        ConfigError: the file cannot be read, or the token is empty or not one
-            run of printable ASCII. Messages never contain the token.
+        ConfigError: the file cannot be read (see
+            :func:`korg_bridge.tokens.read_token_file`), or the token is empty
+            or not one run of printable ASCII. Messages never contain the token.
     """
     if token_file is not None:
-        source = f"token file {token_file}"
-        try:
-            with open(token_file, encoding="utf-8") as fh:
-                mode = os.fstat(fh.fileno()).st_mode
-                text = fh.read()
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read token file {token_file}: {exc.strerror or exc}. Check the path given to --token-file."
-            ) from exc
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{source} is not UTF-8 text. Put the token alone in the file.") from exc
-        if stat.S_ISREG(mode) and mode & 0o077:
-            log.warning("token file %s is readable by other users; restrict it with chmod 600", token_file)
+        from .tokens import read_token_file  # it imports this module
+
+        source, text = f"token file {token_file}", read_token_file(token_file)
     else:
         value = env.get(TOKEN_ENV)
         if value is None:

@@ -42,11 +42,13 @@ from .contract import Document
 from .discovery import DEFAULT_DISCOVERY_TIMEOUT
 from .drift import POLL_INTERVAL, Watch, poll_forever
 from .errors import KorgError, ToolCallError
+from .identity import Identity, child_environment, request_identity
 from .invocation import DEFAULT_CALL_TIMEOUT, PreparedCall, prepare_call, run_prepared
 from .output import CallResult
 from .policy import Policy
 from .process import DEFAULT_OUTPUT_CAP, ChunkCallback
 from .progress import MAX_RATE, LineProgress
+from .ratelimit import CallCap
 from .results import error_result, finish, start_failure
 from .validation import VALIDATION_TIME_LIMIT
 
@@ -76,6 +78,10 @@ class BridgeOptions:
     poll_interval: float = POLL_INTERVAL
     discovery_timeout: float = DEFAULT_DISCOVERY_TIMEOUT
     progress_rate: float = MAX_RATE
+    max_calls_per_caller: int | None = None
+    """Tool calls one HTTP caller (one bearer token) may have running at once; beyond it
+    a call is refused as an ``isError`` result (:class:`~korg_bridge.ratelimit.CallCap`).
+    Over stdio there is one caller, and only ``max_concurrency`` applies."""
 
 
 @dataclass(slots=True)
@@ -89,6 +95,8 @@ class _CallRecord:
     exit_code: int | None = None
     output: str = ""
     audited: bool = False
+    identity: Identity | None = None
+    """Who called over HTTP (:mod:`korg_bridge.identity`); None over stdio and in process."""
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -143,6 +151,7 @@ class Bridge:
         self.bus = InMemorySubscriptionBus()
         self._legacy_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._limiter = anyio.CapacityLimiter(max(1, self.options.max_concurrency))
+        self._per_caller = CallCap(self.options.max_calls_per_caller)
         self.active_calls = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -206,12 +215,19 @@ class Bridge:
             )
         self.active_calls += 1
         self._idle = anyio.Event() if self.active_calls == 1 else self._idle
-        record = _CallRecord(time.monotonic(), params.arguments)
+        record = _CallRecord(time.monotonic(), params.arguments, identity=request_identity(ctx.request))
+        caller = None if record.identity is None else record.identity.key
+        refused = None if caller is None else self._per_caller.enter(caller)
         try:
+            if refused is not None:
+                await self._audit(entry, params, record, success=False, reason=refused)
+                return error_result(refused)
             return await self._call(ctx, entry, params, record)
         except Exception as exc:  # the last resort: never a code-0 JSON-RPC error
             return await self._unexpected(entry, params, record, exc)
         finally:
+            if caller is not None and refused is None:
+                self._per_caller.leave(caller)
             self.active_calls -= 1
             if self.active_calls == 0:
                 self._idle.set()
@@ -234,13 +250,14 @@ class Bridge:
         # Everything that can refuse the call happens here, before progress
         # forwarding or the process start: a refusal is always a plain result.
         record.arguments = coerce_arguments(spec.properties, params.arguments)
+        env = child_environment(opts.env, record.identity)
         try:
             prepared = await prepare_call(
                 entry.document,
                 spec,
                 record.arguments,
                 opts.policy,
-                env=opts.env,
+                env=env,
                 time_limit=min(VALIDATION_TIME_LIMIT, opts.timeout),
             )
         except ToolCallError as exc:
@@ -257,7 +274,7 @@ class Bridge:
 
                 progress = LineProgress(report, max_rate=opts.progress_rate)
             try:
-                result = await self._run(entry, prepared, progress)
+                result = await self._run(entry, prepared, progress, env)
             except OSError as exc:
                 message = start_failure(entry.document, exc)
                 await self._audit(entry, params, record, success=False, reason=message)
@@ -298,7 +315,13 @@ class Bridge:
                 log.error("could not audit the failed call: %s", audit_exc)
         return error_result(message + (f"\n{record.output}" if record.ran and record.output else ""))
 
-    async def _run(self, entry: Entry, prepared: PreparedCall, progress: LineProgress | None) -> CallResult:
+    async def _run(
+        self,
+        entry: Entry,
+        prepared: PreparedCall,
+        progress: LineProgress | None,
+        env: Mapping[str, str] | None,
+    ) -> CallResult:
         opts = self.options
 
         async def run(on_stdout: ChunkCallback | None) -> CallResult:
@@ -307,7 +330,7 @@ class Bridge:
                 prepared,
                 timeout=opts.timeout,
                 output_cap=opts.output_cap,
-                env=opts.env,
+                env=env,
                 cwd=opts.cwd,
                 on_stdout=on_stdout,
             )
@@ -342,6 +365,7 @@ class Bridge:
         audit = self.options.audit
         if audit is None:
             return
+        identity = record.identity
         await audit.record(
             command_id=entry.spec.command_id,
             tool_name=params.name,
@@ -351,6 +375,8 @@ class Bridge:
             output=record.output,
             duration_ms=int((time.monotonic() - record.started) * 1000),
             reason=reason,
+            tenant=identity.tenant if identity is not None else None,
+            actor=identity.actor if identity is not None else None,
         )
 
     # --- the SDK server ----------------------------------------------------------------------

@@ -129,7 +129,13 @@ class Context:
         writes = env.get(ENV_WRITES, "").strip().lower() or "auto"
         if writes not in WRITE_MODES:
             raise ConfigError(f"{ENV_WRITES}={env[ENV_WRITES]!r} is not one of auto, confirm, off.")
-        actor = env.get(ENV_ACTOR, "").strip() or env.get(ENV_BRIDGE_ACTOR, "").strip()
+        own = env.get(ENV_ACTOR, "").strip()
+        bridged = env.get(ENV_BRIDGE_ACTOR, "").strip()
+        actor = own or bridged
+        # An actor named by a bridge token is a caller over the network, whatever its name: only
+        # the operator (KORG_RECALL_ACTOR) or a person at a terminal writes as "user" and so skips
+        # KORG_RECALL_WRITES=confirm.
+        agent_by_token = not own and bool(bridged)
         if not actor:
             # A person at a terminal writes as themselves; anything else (the bridge gives its
             # child /dev/null as stdin) is an agent, whose writes `confirm` holds for approval.
@@ -147,7 +153,7 @@ class Context:
         return cls(
             env=env,
             actor=actor[:128],
-            is_agent=actor != "user",
+            is_agent=actor != "user" or agent_by_token,
             writes=writes,
             allow_secrets=_flag(env, ENV_ALLOW_SECRETS, False),
             mirror=_flag(env, ENV_MIRROR, True),

@@ -44,6 +44,17 @@ def test_under_confirm_an_agent_write_is_pending_and_invisible_until_approved(
     assert list((store.parent / "memories").rglob(f"*--{made['id']}.md"))
 
 
+def test_a_bridge_token_whose_actor_is_named_user_is_still_held_for_approval(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Actor names come from the HTTP bridge's token file: "user" there is a caller over the
+    # network, not the person at this terminal, and must not skip KORG_RECALL_WRITES=confirm.
+    monkeypatch.setenv("KORG_RECALL_WRITES", "confirm")
+    monkeypatch.setenv("KORG_BRIDGE_ACTOR", "user")
+    made = remember(capsys, "Rotate the staging keys every Monday.")
+    assert (made["status"], made["state"]) == ("created", "pending")
+
+
 def test_under_confirm_an_agent_revision_waits_while_the_live_version_stays(
     capsys: pytest.CaptureFixture[str], project: Path, store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -491,8 +491,14 @@ async def test_a_call_still_running_is_cut_and_its_process_killed(
         async with anyio.create_task_group() as tg:
             tg.start_soon(call)
             await _wait_for_start(stamps)
-            for signum in signals:
+            for number, signum in enumerate(signals):
                 process.send_signal(signum)
+                if number < len(signals) - 1:
+                    # Two signals pending at once are delivered lowest number first (SIGINT before
+                    # SIGTERM): let the bridge take this one before sending the next.
+                    with anyio.fail_after(BOUND):
+                        while f"{signum.name}: stopping" not in b"".join(stderr).decode(errors="replace"):
+                            await anyio.sleep(0.02)
             # A cut call's process gets SIGTERM, then SIGKILL after KILL_GRACE.
             with anyio.fail_after(grace + 2 * KILL_GRACE + 1):
                 code = await process.wait()

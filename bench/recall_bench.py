@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
+import golden_filler
 
 SECTION = "recall"
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -639,6 +640,30 @@ GOLDEN_DISTRACTORS = 7
 """Generated events around each target in its session: realistic neighbours sharing its vocabulary."""
 
 
+QUERY_KINDS = ("keyword", "reworded", "agent", "deep")
+"""Golden query kinds: the target's own words; other words for the same thing; what an agent types
+(short, task-shaped, with typos); words from deep inside a long event."""
+
+
+def golden_half(target_id: str) -> str:
+    """``tune`` or ``held-out``, fixed by the target's id: an odd first byte of its SHA-256 is held out.
+
+    Decisions about ranking (fusion, constants, what is embedded) are made on
+    the tune half only; the held-out half is what the docs report. A target's
+    queries of every kind fall in the same half.
+    """
+    return "held-out" if hashlib.sha256(target_id.encode("utf-8")).digest()[0] % 2 else "tune"
+
+
+def _expanded(target: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The target as written to the ledger: its text or output inside its filler, when it is long."""
+    long = target.get("long")
+    if not long:
+        return target
+    key = "text" if target["tool"] in ("user_prompt", "llm_inference") else "output"
+    return {**target, key: golden_filler.expand(target["id"], target[key], long, seed)}
+
+
 def _target_action(target: dict[str, Any]) -> Action:
     tool = target["tool"]
     if tool == "user_prompt":
@@ -658,7 +683,10 @@ def make_golden(folder: Path = GOLDEN, seed: int = SEED + 7) -> None:
     sys.path.insert(0, str(common.REPO_ROOT))
     from korg_bridge.recall.sources import list_files
 
-    targets = json.loads((folder / "targets.json").read_text(encoding="utf-8"))
+    targets = [
+        _expanded(target, seed)
+        for target in json.loads((folder / "targets.json").read_text(encoding="utf-8"))
+    ]
     ledger = folder / "ledger"
     if ledger.exists():
         shutil.rmtree(ledger)
@@ -700,10 +728,10 @@ def make_golden(folder: Path = GOLDEN, seed: int = SEED + 7) -> None:
         found = [event for event in events if _is_target(event, target)]
         if len(found) != 1:
             raise RuntimeError(f"golden target {target['id']} found {len(found)} times in the ledger")
-        key = {"session": found[0].session, "seq": found[0].seq}
-        queries.append({"kind": "keyword", "query": target["keyword"], "target": target["id"], **key})
-        if "reworded" in target:
-            queries.append({"kind": "reworded", "query": target["reworded"], "target": target["id"], **key})
+        key = {"session": found[0].session, "seq": found[0].seq, "half": golden_half(target["id"])}
+        for kind in QUERY_KINDS:
+            if kind in target:
+                queries.append({"kind": kind, "query": target[kind], "target": target["id"], **key})
     rows = ",\n".join("  " + json.dumps(query, ensure_ascii=False) for query in queries)
     text = f'{{\n "events": {len(events)},\n "queries": [\n{rows}\n ]\n}}\n'
     (folder / "queries.json").write_text(text, encoding="utf-8")

@@ -53,7 +53,7 @@ __all__ = ["CACHE_ROWS", "SLICE_EVENTS", "EmbedReport", "embed_pending", "embedd
 
 logger = logging.getLogger(__name__)
 
-SLICE_EVENTS = 256
+SLICE_EVENTS = 512
 """Events per slice (and per transaction): ~0.3-1 s of embedding on two cores, so a kill loses
 little, while batches still find texts of like lengths to share."""
 CACHE_ROWS = 20_000

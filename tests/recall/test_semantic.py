@@ -248,6 +248,12 @@ def test_auto_without_a_model_imports_nothing_heavy(ledgers: Path, no_model: Pat
 
 
 @needs_model
+def test_auto_below_full_coverage_searches_by_keyword_without_importing_the_model(ledgers: Path) -> None:
+    env = {**os.environ, "KORG_RECALL_MODEL_DIR": MODEL_DIR}
+    assert heavy_after(["recall", "--query", "database"], env) == []
+
+
+@needs_model
 def test_auto_checks_for_the_model_without_importing_it(monkeypatch: pytest.MonkeyPatch) -> None:
     code = (
         "import sys\n"

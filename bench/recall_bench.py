@@ -810,6 +810,8 @@ class Recall:
     def __init__(self, index: Path, ledger: Path) -> None:
         self.env = {**os.environ, "KORG_RECALL_INDEX": str(index), "KORG_RECALL_LEDGER": str(ledger)}
         self.env.pop("KORG_RECALL_ALLOW_SECRETS", None)
+        # No background indexer competing with what is timed (bench/semantic_bench.py measures it).
+        self.env["KORG_RECALL_BACKGROUND"] = "0"
         script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
         self.argv = [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli"]
 

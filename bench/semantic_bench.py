@@ -143,18 +143,74 @@ class Throughput:
     seconds: float
     cpu_s: float
     peak_kib: int
+    profile: dict[str, Any] = field(default_factory=dict)
+    """Where one thread's embedding pass spends its time (see :func:`profile_pass`)."""
 
 
-def throughput(label: str, ledger: Path, workdir: Path) -> Throughput:
+def profile_pass(index_path: Path) -> dict[str, Any]:
+    """Run one embedding pass on one thread over a copy of an index without vectors (in a child)
+    and say where the time goes: the model's share, tokens read, padding, distinct texts."""
+    from korg_bridge.recall.embed import OnnxEmbedder, load_embedder
+    from korg_bridge.recall.embedpass import embed_pending
+    from korg_bridge.recall.index import Index
+
+    embedder = load_embedder(os.environ, threads=1)
+    assert isinstance(embedder, OnnxEmbedder)
+    spent = {"forward_s": 0.0, "padded": 0, "calls": 0}
+    forward = embedder._forward
+
+    def timed(input_ids: Any, mask: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return forward(input_ids, mask)
+        finally:
+            spent["forward_s"] += time.perf_counter() - started
+            spent["padded"] += int(input_ids.size)
+            spent["calls"] += 1
+
+    embedder._forward = timed  # type: ignore[method-assign]
+    with Index(index_path) as index:
+        report = embed_pending(index, embedder)
+    return {
+        "events": report.embedded,
+        "texts": report.texts,
+        "tokens": report.tokens,
+        "padded": spent["padded"],
+        "calls": spent["calls"],
+        "model_share": spent["forward_s"] / report.duration_s if report.duration_s else 0.0,
+        "tokens_per_cpu_s": report.tokens / report.cpu_s if report.cpu_s else 0.0,
+        "cpu_s": report.cpu_s,
+    }
+
+
+def throughput(label: str, ledger: Path, workdir: Path, *, profiled: bool = False) -> Throughput:
     """Build the index without vectors, then time ``korg-recall index`` embedding everything."""
     recall = rb.Recall(workdir / f"index-{label}" / "index.sqlite", ledger)
     recall.env["KORG_RECALL_BACKGROUND"] = "0"
     built = json.loads(recall.must("index", "--no-embed", timeout=rb.INDEX_TIMEOUT_S).out)
+    profile: dict[str, Any] = {}
+    if profiled:
+        print(f"[{label}] profiling one thread's pass ...", file=sys.stderr)
+        copy = workdir / f"profile-{label}" / "index.sqlite"
+        copy.parent.mkdir()
+        shutil.copyfile(recall.env["KORG_RECALL_INDEX"], copy)
+        done = subprocess.run(
+            [sys.executable, __file__, "--_profile", str(copy)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=rb.INDEX_TIMEOUT_S,
+            env=recall.env,
+        )
+        profile = json.loads(done.stdout)
+        shutil.rmtree(copy.parent, ignore_errors=True)
     print(f"[{label}] embedding {built['events_added']:,} events ...", file=sys.stderr)
     child = recall.must("index", timeout=rb.INDEX_TIMEOUT_S)
     report = json.loads(child.out)["embedding"]
     shutil.rmtree(workdir / f"index-{label}", ignore_errors=True)
-    return Throughput(label, int(built["events_added"]), report, child.seconds, child.cpu_s, child.peak_kib)
+    return Throughput(
+        label, int(built["events_added"]), report, child.seconds, child.cpu_s, child.peak_kib, profile
+    )
 
 
 @dataclass(slots=True)
@@ -336,6 +392,35 @@ def throughput_table(results: Sequence[Throughput], report: rb.Report) -> str:
     return common.markdown_table(headers, rows)
 
 
+def profile_table(results: Sequence[Throughput]) -> str:
+    """Where one thread's embedding pass spends its time."""
+    shown = [r for r in results if r.profile]
+    headers = ["one thread's pass", *(r.label for r in shown)]
+    rows = [
+        [
+            "time in the model (onnxruntime `run`)",
+            *(f"{r.profile['model_share'] * 100:.0f} %" for r in shown),
+        ],
+        [
+            "texts the model read (the rest: repeats, empty)",
+            *(f"{r.profile['texts']:,} of {r.profile['events']:,} events" for r in shown),
+        ],
+        [
+            "tokens read per event",
+            *(f"{r.profile['tokens'] / max(1, r.profile['events']):.1f}" for r in shown),
+        ],
+        [
+            "padding (padded / real tokens)",
+            *(
+                f"{r.profile['padded'] / max(1, r.profile['tokens']):.2f} ({r.profile['calls']:,} calls)"
+                for r in shown
+            ),
+        ],
+        ["tokens per CPU second", *(f"{r.profile['tokens_per_cpu_s']:,.0f}" for r in shown)],
+    ]
+    return common.markdown_table(headers, rows)
+
+
 def scale_table(scale: Scale, report: rb.Report) -> str:
     headers = ["metric", f"{scale.events // 1000}k events", "target", "verdict"]
     rows: list[list[str]] = []
@@ -444,6 +529,22 @@ def render(
 ) -> str:
     parts = [throughput_table(throughputs, report)]
     notes = []
+    if any(r.profile for r in throughputs):
+        notes.append(
+            "**Where the time goes** (one embedding pass on one thread, in a child process, over a copy of "
+            "the same index): nearly all of it is the model, at a few thousand tokens per CPU second "
+            "whatever the batch (the int8 weights are expanded to float32 at load, and the matrix products "
+            "run near this CPU's float32 peak), so throughput is tokens read per event. (The issue this "
+            "work answers measured, through fastembed, ~60 events/s for the golden mix and ~12 for real "
+            "Claude Code transcripts on these two cores.)"
+        )
+        notes.append(profile_table(throughputs))
+    notes.append(
+        "Real transcripts embed at about half the mixed rate per CPU second: their commands, prompts and "
+        "replies are long (about 60 tokens per event after the gist, against 15 for the mixed history, "
+        "whose events repeat more). The model's per-token cost bounds this: reading fewer tokens is what "
+        "korg-recall can do; beyond it lies a faster (integer-arithmetic) model, which is a different model."
+    )
     if scale is not None:
         notes.append(
             f"**At {scale.events // 1000}k events** (the mixed history): the background indexer started by "
@@ -482,7 +583,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--_half-embed", dest="half_embed", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--_profile", dest="profile", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.profile:
+        print(json.dumps(profile_pass(Path(args.profile))))
+        return 0
     if args.half_embed:
         print(half_embed(Path(args.half_embed[0]), args.half_embed[1]))
         return 0
@@ -503,10 +608,10 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         halved = half_embedded(workdir)
         rb.generate_corpus(workdir / "mixed", mixed)
-        throughputs.append(throughput("mixed", workdir / "mixed", workdir))
+        throughputs.append(throughput("mixed", workdir / "mixed", workdir, profiled=True))
         shutil.rmtree(workdir / "mixed")
         transcript_corpus(workdir / "transcripts", transcripts)
-        throughputs.append(throughput("transcript-like", workdir / "transcripts", workdir))
+        throughputs.append(throughput("transcript-like", workdir / "transcripts", workdir, profiled=True))
         if peers_copy(workdir / "peers"):
             throughputs.append(throughput("real transcripts", workdir / "peers", workdir))
         if scale_events:

@@ -128,6 +128,17 @@ class Lock:
                 return False
             time.sleep(POLL_S)
 
+    def still_ours(self) -> bool:
+        """True while the lock file at the path is the one locked: someone deleting or replacing it
+        would let a second indexer start, so the first one stops."""
+        if self._fd is None:
+            return False
+        try:
+            here, held_file = os.stat(self.path), os.fstat(self._fd)
+        except OSError:
+            return False
+        return (here.st_dev, here.st_ino) == (held_file.st_dev, held_file.st_ino)
+
     def release(self) -> None:
         """Let go (closing the file drops the lock)."""
         if self._fd is not None:
@@ -277,6 +288,14 @@ def foreground(index: Any, index_path: Path) -> Iterator[bool]:
 # --- the process ---------------------------------------------------------------------------------
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _limit_cpu() -> None:
     with contextlib.suppress(ImportError, OSError, ValueError):
         import resource
@@ -310,7 +329,12 @@ def run(index_path: Path, env: Mapping[str, str]) -> int:
                 logger.error("korg-recall indexer: %s", exc.message)
                 return 1
             record["model"] = embedder.model_id
+            logger.info(
+                "korg-recall indexer %d: embedding for %s into %s", os.getpid(), embedder.model_id, index_path
+            )
             total = 0
+            identity = _identity(index_path)
+            abandoned = False
 
             def progress(conn: Any, report: EmbedReport) -> None:
                 _put(
@@ -325,7 +349,10 @@ def run(index_path: Path, env: Mapping[str, str]) -> int:
                 )
 
             def stop() -> bool:
-                return bool(index.read(lambda conn: _meta(conn, _META_STOP)))
+                nonlocal abandoned
+                # Its lock file or index deleted or replaced: another indexer may run now; leave it be.
+                abandoned = not lock.still_ours() or _identity(index_path) != identity
+                return abandoned or bool(index.read(lambda conn: _meta(conn, _META_STOP)))
 
             with index.write() as conn:
                 _put(conn, _META_STATE, {**record, "state": "running", "updated_at": started})
@@ -340,10 +367,13 @@ def run(index_path: Path, env: Mapping[str, str]) -> int:
                 )
                 total += report.embedded
                 if stop():
-                    outcome = "stopped"
+                    outcome = "abandoned" if abandoned else "stopped"
                     break
                 if report.embedded == 0:
                     break  # nothing left (events added meanwhile were embedded by the last loop)
+            if abandoned:
+                logger.info("korg-recall indexer %d: its lock or index went away; stopping", os.getpid())
+                return 0
             with index.write() as conn:
                 _put(
                     conn,
@@ -356,6 +386,7 @@ def run(index_path: Path, env: Mapping[str, str]) -> int:
                         "finished_at": time.time(),
                     },
                 )
+            logger.info("korg-recall indexer %d: %s, %d event(s) embedded", os.getpid(), outcome, total)
     return 0
 
 

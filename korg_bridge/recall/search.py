@@ -17,10 +17,10 @@ Two text modes, both over the flattened text of :mod:`korg_bridge.recall.text`:
 and need an :class:`~korg_bridge.recall.embed.Embedder`; they are imported
 only when asked for, so the two modes above never load numpy.
 
-``min_score`` is the cosine floor of the semantic mode (and, in hybrid, the
-floor a candidate without a keyword match must reach). Keyword and substring
-do not apply it: a BM25 value is not a cosine, and the CLI's default floor
-(0.30) would otherwise drop good keyword hits in small or repetitive histories.
+``min_score`` is the cosine floor of the semantic mode. Hybrid, keyword and
+substring do not apply it: in hybrid every candidate with a keyword match or a
+positive cosine competes, and a BM25 value is not a cosine (the CLI's default
+floor, 0.30, would drop good keyword hits in small or repetitive histories).
 Every mode returns at most ``top_n`` hits, best first.
 
 Filters (files under ``sources``, tools, agents, ``since``/``until``, project) are

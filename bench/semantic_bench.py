@@ -150,8 +150,9 @@ class Throughput:
 def profile_pass(index_path: Path) -> dict[str, Any]:
     """Run one embedding pass on one thread over a copy of an index without vectors (in a child)
     and say where the time goes: the model's share, tokens read, padding, distinct texts."""
-    from korg_bridge.recall.embed import OnnxEmbedder, load_embedder
+    from korg_bridge.recall.embed import load_embedder
     from korg_bridge.recall.embedpass import embed_pending
+    from korg_bridge.recall.encoder import OnnxEmbedder
     from korg_bridge.recall.index import Index
 
     embedder = load_embedder(os.environ, threads=1)

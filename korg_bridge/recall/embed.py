@@ -13,9 +13,9 @@ Why it looks like this:
   offline machine with no model gets a
   :class:`~korg_bridge.errors.DependencyMissing` (exit 7) at once.
 * **onnxruntime directly, fastembed for downloads.** Embedding throughput is
-  tokens (see :mod:`korg_bridge.recall.tokens`), so the model is run here with
-  our own tokenisation: windows instead of cuts, batches of like lengths
-  padded per batch, one session with a thread per core and full graph
+  tokens (see :mod:`korg_bridge.recall.tokens`), so the model is run by
+  :mod:`korg_bridge.recall.encoder` with our own tokenisation: windows instead
+  of cuts, batches of like lengths padded per batch, side by side, full graph
   optimisation. A fresh process loads the packaged int8 MiniLM in about
   0.3 s this way (fastembed: about 0.8 s, its import included). fastembed
   (the ``[semantic]`` extra) is kept for what it does well: knowing which
@@ -43,9 +43,7 @@ import hashlib
 import importlib.util
 import json
 import logging
-import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -133,7 +131,7 @@ def _pull_manifest(env: Mapping[str, str], model: str) -> Path:
     return model_cache_dir(env) / (model.replace("/", "--") + "." + MANIFEST)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path) -> dict[str, Any] | None:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -141,7 +139,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _int_or_none(value: Any) -> int | None:
+def positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
@@ -157,17 +155,17 @@ def _fingerprint(path: Path) -> str:
 
 
 def _dir_spec(directory: Path, env: Mapping[str, str]) -> ModelSpec:
-    manifest = _read_json(directory / MANIFEST)
+    manifest = read_json(directory / MANIFEST)
     if manifest is not None:
         return ModelSpec(
             model_id=str(manifest.get("model_id") or f"local/{directory.name}"),
             directory=directory,
             fastembed_name=None,
             model_file=str(manifest.get("model_file") or "model.onnx"),
-            dim=_int_or_none(manifest.get("dim")),
+            dim=positive_int(manifest.get("dim")),
             pooling=str(manifest.get("pooling") or "mean").lower(),
             normalize=bool(manifest.get("normalize", True)),
-            max_tokens=_int_or_none(manifest.get("max_seq_length")),
+            max_tokens=positive_int(manifest.get("max_seq_length")),
         )
     named = env.get(MODEL_ENV, "").strip()
     if named:
@@ -175,13 +173,13 @@ def _dir_spec(directory: Path, env: Mapping[str, str]) -> ModelSpec:
         return ModelSpec(
             model_id=named, directory=directory, fastembed_name=named, model_file="", pooling=None
         )
-    pooling_cfg = _read_json(directory / "1_Pooling" / "config.json") or {}
-    config = _read_json(directory / "config.json") or {}
+    pooling_cfg = read_json(directory / "1_Pooling" / "config.json") or {}
+    config = read_json(directory / "config.json") or {}
     return ModelSpec(
         model_id=f"local/{directory.name}@{_fingerprint(directory / 'model.onnx')}",
         directory=directory,
         fastembed_name=None,
-        dim=_int_or_none(config.get("hidden_size")),
+        dim=positive_int(config.get("hidden_size")),
         pooling="cls" if pooling_cfg.get("pooling_mode_cls_token") else "mean",
     )
 
@@ -202,7 +200,7 @@ def resolve_model(env: Mapping[str, str]) -> ModelSpec | None:
             return None
         return spec
     model = _named_model(env)
-    pulled = _read_json(_pull_manifest(env, model))
+    pulled = read_json(_pull_manifest(env, model))
     if pulled is None or not isinstance(pulled.get("path"), str):
         return None
     directory = Path(pulled["path"])
@@ -215,7 +213,7 @@ def resolve_model(env: Mapping[str, str]) -> ModelSpec | None:
         directory=directory,
         fastembed_name=model,
         model_file=model_file,
-        dim=_int_or_none(pulled.get("dim")),
+        dim=positive_int(pulled.get("dim")),
         pooling=str(pooling).lower() if isinstance(pooling, str) else None,
     )
 
@@ -249,7 +247,7 @@ def _missing_model_message(env: Mapping[str, str]) -> str:
     )
 
 
-def _missing_extra(name: str | None) -> DependencyMissing:
+def missing_extra(name: str | None) -> DependencyMissing:
     return DependencyMissing(
         f"semantic search needs the [semantic] extra ({name or 'a part of it'} is not installed); "
         f"run `{INSTALL_FIX}`"
@@ -260,7 +258,7 @@ def _import_fastembed() -> Any:
     try:
         from fastembed import TextEmbedding
     except ImportError as exc:
-        raise _missing_extra(exc.name or "fastembed") from exc
+        raise missing_extra(exc.name or "fastembed") from exc
     # korg-recall reports failures itself, in one line; fastembed would print
     # its own multi-line loguru records to stderr.
     try:
@@ -312,131 +310,9 @@ def _completed(spec: ModelSpec) -> ModelSpec:
     return replace(
         spec,
         model_file=model_file,
-        dim=spec.dim or _int_or_none(description.dim),
+        dim=spec.dim or positive_int(description.dim),
         pooling=spec.pooling or _pooling_of(embedding_cls, spec.fastembed_name),
     )
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def _max_tokens(spec: ModelSpec) -> int:
-    """The longest input the model reads: its manifest, else its tokenizer config, else 512."""
-    config = _read_json(spec.directory / "tokenizer_config.json") or {}
-    stated = spec.max_tokens or _int_or_none(config.get("model_max_length"))
-    return min(stated or MAX_MODEL_TOKENS, MAX_MODEL_TOKENS)
-
-
-class OnnxEmbedder:
-    """:class:`Embedder` over an onnxruntime session and the model's own tokenizer.
-
-    ``tokens`` counts the (unpadded) tokens read so far: benchmarks report
-    throughput in events and tokens.
-    """
-
-    def __init__(self, spec: ModelSpec, *, threads: int | None = None) -> None:
-        """Load the tokenizer and the ONNX session.
-
-        Raises:
-            DependencyMissing: a part of the ``[semantic]`` extra is missing, or the files cannot be loaded.
-        """
-        from korg_bridge.recall.tokens import WINDOW_TOKENS, load_tokenizer
-
-        try:
-            import numpy  # noqa: F401  (checked here, used by every method)
-            import onnxruntime as ort
-        except ImportError as exc:
-            raise _missing_extra(exc.name) from exc
-        self.model_id = spec.model_id
-        self.pooling = spec.pooling or "mean"
-        if self.pooling not in ("mean", "cls"):
-            raise DependencyMissing(
-                f'{spec.directory / MANIFEST} asks for pooling {self.pooling!r}; use "mean" or "cls"'
-            )
-        self.normalize = spec.normalize
-        self.window = min(WINDOW_TOKENS, _max_tokens(spec))
-        self.tokenizer, self.pad_id = load_tokenizer(spec.directory, self.window)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # One thread per operator, one batch per core: batches of a few hundred tokens split across
-        # cores by onnxruntime waited on each other (1.75x on two idle cores); whole batches run side
-        # by side (the session is thread-safe and releases the GIL) come close to 2x, and cost less CPU.
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # errors only: korg-recall reports failures itself
-        # Worker threads that spin between operators burn a shared core for little gain here.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        path = spec.directory / spec.model_file
-        try:
-            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime raises its own non-OSError types for bad files
-            raise DependencyMissing(
-                f"cannot load embedding model {spec.model_id!r} from {spec.directory}: "
-                f"{str(exc).splitlines()[0].rstrip('.') if str(exc) else type(exc).__name__}; "
-                f"rebuild the directory or run `{PULL_FIX}` again"
-            ) from exc
-        self.inputs = {item.name for item in self.session.get_inputs()}
-        outputs = self.session.get_outputs()
-        token_level = [item for item in outputs if len(item.shape or ()) == 3]
-        chosen = token_level[0] if token_level else outputs[0]
-        self.output = chosen.name
-        self.dim = spec.dim or _int_or_none((chosen.shape or [None])[-1]) or int(self.embed(["dim"]).shape[1])
-        self.tokens = 0
-        self.workers = max(1, threads or _cpus())
-        self._pool: ThreadPoolExecutor | None = None
-
-    def _forward(self, input_ids: NDArray[numpy.int64], mask: NDArray[numpy.int64]) -> NDArray[numpy.float32]:
-        import numpy as np
-
-        feed: dict[str, Any] = {"input_ids": input_ids, "attention_mask": mask}
-        if "token_type_ids" in self.inputs:
-            feed["token_type_ids"] = np.zeros_like(input_ids)
-        out = np.asarray(self.session.run([self.output], feed)[0], dtype=np.float32)
-        if out.ndim == 3 and self.pooling == "cls":
-            pooled = out[:, 0, :]
-        elif out.ndim == 3:
-            weights = mask.astype(np.float32)
-            pooled = np.matmul(weights[:, None, :], out)[:, 0, :] / np.maximum(
-                weights.sum(1, keepdims=True), 1.0
-            )
-        else:
-            pooled = out
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        unit: NDArray[np.float32] = np.divide(pooled, norms, out=np.zeros_like(pooled), where=norms > 0)
-        return unit
-
-    def embed_windows(
-        self, texts: Sequence[str], max_windows: Sequence[int]
-    ) -> tuple[NDArray[numpy.float32], NDArray[numpy.int64]]:
-        """Unit vectors of each text's windows (see :mod:`korg_bridge.recall.tokens`) and their owners."""
-        import numpy as np
-
-        from korg_bridge.recall.tokens import batches, windows
-
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=np.int64)
-        cut = windows(self.tokenizer, texts, max_windows)
-        matrix = np.zeros((len(cut.ids), self.dim), dtype=np.float32)
-        todo = list(batches(cut.ids, self.pad_id))
-        if len(todo) > 1 and self.workers > 1:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="korg-embed")
-            results = list(self._pool.map(lambda b: self._forward(b.input_ids, b.attention_mask), todo))
-        else:
-            results = [self._forward(batch.input_ids, batch.attention_mask) for batch in todo]
-        for batch, rows in zip(todo, results, strict=True):
-            matrix[batch.rows] = rows
-            self.tokens += int(batch.attention_mask.sum())
-        return matrix, np.asarray(cut.owner, dtype=np.int64)
-
-    def embed(self, texts: Sequence[str]) -> NDArray[numpy.float32]:
-        """One unit vector per text: its first window (a query, a memory)."""
-        matrix, _ = self.embed_windows(texts, [1] * len(texts))
-        return matrix
 
 
 def load_embedder(env: Mapping[str, str], *, threads: int | None = None) -> Embedder:
@@ -454,7 +330,9 @@ def load_embedder(env: Mapping[str, str], *, threads: int | None = None) -> Embe
         raise DependencyMissing(_missing_model_message(env))
     missing = [name for name in BACKEND_MODULES if importlib.util.find_spec(name) is None]
     if missing:
-        raise _missing_extra(missing[0])
+        raise missing_extra(missing[0])
+    from korg_bridge.recall.encoder import OnnxEmbedder
+
     embedder = OnnxEmbedder(_completed(spec), threads=threads)
     log.debug("loaded embedding model %s (dim %d) from %s", spec.model_id, embedder.dim, spec.directory)
     return embedder

@@ -26,6 +26,12 @@ Only the query is embedded here; event vectors come from the index
   it in keyword rank and the k-1 with a better cosine: on a half-embedded
   index, hybrid finds every keyword-style golden target keyword mode finds
   (without this, a third were lost to embedded neighbours).
+  **An event holding every query term** keeps at least that cosine too,
+  embedded or not: a long event whose words match (a test log, a long reply)
+  has a diluted vector, and neighbours sharing a word and some meaning must
+  not pass it (on the tune half, one deep-in-event target of four was lost
+  so; a reworded query rarely has all its words in one event, and its
+  figures did not move).
 
   Every candidate competes (``min_score`` is the semantic mode's floor), but
   one with neither a keyword match nor a positive cosine is dropped: recency
@@ -163,6 +169,14 @@ def candidates_sql(filters: Filters) -> tuple[str, list[Any]] | None:
     return f"SELECT e.id FROM events e WHERE {where}", params
 
 
+def complete_sql(terms: Sequence[str], count: int) -> tuple[str, str]:
+    """``(sql, match)``: which of ``count`` rowids hold every one of ``terms`` (an FTS5 AND of
+    quoted phrases, so no term can change the expression's meaning)."""
+    match = " AND ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    sql = f"SELECT rowid FROM events_fts\nWHERE events_fts MATCH ? AND rowid IN ({_placeholders(count)})"
+    return sql, match
+
+
 def bm25_of_sql(count: int) -> str:
     """FTS5 ``bm25()`` of ``count`` given rowids for one ``MATCH`` expression (the first parameter)."""
     return (
@@ -195,6 +209,15 @@ def _bm25_of(index: Index, match: str, ids: Sequence[int]) -> dict[int, float]:
         return {}
     rows = index.read(lambda conn: conn.execute(bm25_of_sql(len(ids)), [match, *ids]).fetchall())
     return {int(event_id): float(value) for event_id, value in rows}
+
+
+def _complete(index: Index, query: str, ids: Sequence[int]) -> set[int]:
+    """The events of ``ids`` that hold every term of ``query``."""
+    terms = query_terms(query)
+    if not terms or not ids:
+        return set()
+    sql, match = complete_sql(terms, len(ids))
+    return {int(row[0]) for row in index.read(lambda conn: conn.execute(sql, [match, *ids]).fetchall())}
 
 
 def _times(index: Index, ids: Sequence[int]) -> dict[int, float | None]:
@@ -276,6 +299,7 @@ def _hybrid(
         for event_id, slot in zip(candidates, slots.tolist(), strict=True):
             if sorted_ids[slot] == event_id:
                 cosines[event_id] = float(sims[order[slot]])
+    complete = _complete(index, query, list(keyword_rank))
     missing_bm25 = [event_id for event_id in candidates if event_id not in raw_bm25]
     raw_bm25.update(_bm25_of(index, quote_fts(query), missing_bm25))
     times = _times(index, candidates)
@@ -296,6 +320,10 @@ def _hybrid(
             vector = top_cosines[rank_k - 1] if rank_k is not None and rank_k <= len(top_cosines) else 0.0
         else:
             vector = max(0.0, cosine)
+            if event_id in complete:
+                # It holds every query term: its semantic evidence counts as at least its keyword rank's.
+                rank_k = keyword_rank[event_id]
+                vector = max(vector, top_cosines[rank_k - 1] if rank_k <= len(top_cosines) else 0.0)
         total = weights.bm25 * bm25 + weights.vector * vector + weights.recency * fresh
         breakdown: Breakdown = {
             "bm25": round(bm25, 4),

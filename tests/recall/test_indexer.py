@@ -312,3 +312,33 @@ def test_an_indexer_whose_lock_file_is_deleted_stops_so_no_second_one_runs_besid
     wait_for(lambda: not alive(pid), what="the indexer to notice and stop")
     assert 0 < counters(index_path)["indexer"] < 3000
     assert stored_ids(index_path) == sorted(set(stored_ids(index_path)))
+
+
+@needs_model
+def test_a_run_in_process_embeds_everything_and_records_done(
+    tmp_path: Path, env: dict[str, str], index_path: Path
+) -> None:
+    history(tmp_path / "ledgers", 30)
+    assert korg_recall(["index", "--no-embed"], {**env, "KORG_RECALL_BACKGROUND": "0"}).returncode == 0
+    assert indexer.run(index_path, env) == 0
+    state = recorded(index_path)
+    assert (state["state"], state["embedded"], state["running"]) == ("done", 30, False)
+    assert state["model"] == "sentence-transformers/all-MiniLM-L6-v2-int8"
+
+
+@needs_model
+def test_a_run_asked_to_stop_embeds_nothing_and_says_so(
+    tmp_path: Path, env: dict[str, str], index_path: Path
+) -> None:
+    history(tmp_path / "ledgers", 30)
+    assert korg_recall(["index", "--no-embed"], {**env, "KORG_RECALL_BACKGROUND": "0"}).returncode == 0
+    with Index(index_path) as index:
+        indexer.request_stop(index, True)
+    assert indexer.run(index_path, env) == 0
+    assert recorded(index_path)["state"] == "stopped"
+    assert counters(index_path) == {}
+
+
+def test_the_indexer_module_takes_exactly_one_index_path(capsys: pytest.CaptureFixture[str]) -> None:
+    assert indexer.main([]) == 2
+    assert "usage: python -m korg_bridge.recall.indexer INDEX" in capsys.readouterr().err

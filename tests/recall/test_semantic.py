@@ -208,6 +208,14 @@ def test_the_bm25_of_a_vector_candidate_is_the_value_a_full_keyword_ranking_give
     assert exact[1] == pytest.approx(ranked[1])
 
 
+def test_the_all_terms_check_quotes_each_term_so_no_operator_survives() -> None:
+    from korg_bridge.recall.semantic import complete_sql
+
+    sql, match = complete_sql(["not", 'a"b', "x*", "col:val"], 2)
+    assert match == '"not" AND "a""b" AND "x*" AND "col:val"'
+    assert sql.endswith("WHERE events_fts MATCH ? AND rowid IN (?, ?)")
+
+
 # --- cold start --------------------------------------------------------------------------------
 
 _PROBE = (

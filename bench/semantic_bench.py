@@ -373,7 +373,7 @@ def throughput_table(results: Sequence[Throughput], report: rb.Report) -> str:
     rows = []
     for r in results:
         rate = r.report["events_per_s"]
-        per_cpu = r.report["embedded"] / r.report["cpu_s"] if r.report["cpu_s"] else 0.0
+        per_cpu = round(r.report["embedded"] / r.report["cpu_s"]) if r.report["cpu_s"] else 0
         floor = {"mixed": TARGET_MIXED_PER_S, "transcript-like": TARGET_TRANSCRIPT_PER_S}.get(r.label)
         target = f"≥ {floor:g} events/s, ≤ {TARGET_RSS_MB:g} MB" if floor else f"≤ {TARGET_RSS_MB:g} MB"
         passed = r.peak_kib / 1024 <= TARGET_RSS_MB and (floor is None or rate >= floor)
@@ -540,11 +540,20 @@ def render(
             "Claude Code transcripts on these two cores.)"
         )
         notes.append(profile_table(throughputs))
+    for r in throughputs:
+        cores = r.report["cpu_s"] / r.report["embed_s"] if r.report["embed_s"] else 0.0
+        per_cpu = round(r.report["embedded"] / r.report["cpu_s"]) if r.report["cpu_s"] else 0
+        if r.label == "mixed" and cores < where.cores - 0.3:
+            notes.append(
+                f"The mixed pass had {cores:.1f} of the {where.cores} cores ({r.report['cpu_s']:.0f} CPU s in "
+                f"{r.report['embed_s']:.0f} s: other work was running); at {per_cpu} events per CPU second, "
+                f"{where.cores} free cores make about {per_cpu * where.cores} events/s."
+            )
     notes.append(
-        "Real transcripts embed at about half the mixed rate per CPU second: their commands, prompts and "
-        "replies are long (about 60 tokens per event after the gist, against 15 for the mixed history, "
-        "whose events repeat more). The model's per-token cost bounds this: reading fewer tokens is what "
-        "korg-recall can do; beyond it lies a faster (integer-arithmetic) model, which is a different model."
+        "Real transcripts embed more slowly per CPU second than the generated histories: their commands, "
+        "prompts and replies are longer and repeat less. The model's per-token cost bounds this: reading "
+        "fewer tokens is what korg-recall can do; beyond it lies a faster (integer-arithmetic) model, "
+        "which is a different model."
     )
     if scale is not None:
         notes.append(

@@ -216,6 +216,17 @@ def test_the_all_terms_check_quotes_each_term_so_no_operator_survives() -> None:
     assert sql.endswith("WHERE events_fts MATCH ? AND rowid IN (?, ?)")
 
 
+def test_ranking_modules_never_import_the_search_dispatcher() -> None:
+    import ast
+
+    for name in ("semantic", "keyword", "scores", "vectors", "embedpass"):
+        tree = ast.parse((REPO / "korg_bridge" / "recall" / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {
+            node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+        } | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert "korg_bridge.recall.search" not in imported, name
+
+
 # --- cold start --------------------------------------------------------------------------------
 
 _PROBE = (

@@ -78,8 +78,9 @@ POLL_S = 0.05
 
 _META_STATE = "indexer"
 _META_STOP = "indexer_stop"
-_spawned: list[int] = []
-"""Children this process spawned, reaped when it next looks (only a long-lived caller has any)."""
+_spawned: dict[int, Path] = {}
+"""Children this process spawned (pid: index), reaped when it next looks (only a long-lived caller,
+such as a test process, has any)."""
 
 
 def background_enabled(env: Mapping[str, str]) -> bool:
@@ -172,7 +173,7 @@ def _reap() -> None:
         with contextlib.suppress(ChildProcessError):
             if os.waitpid(pid, os.WNOHANG)[0] == 0:
                 continue
-        _spawned.remove(pid)
+        del _spawned[pid]
 
 
 def start(index_path: Path, env: Mapping[str, str]) -> str:
@@ -208,7 +209,7 @@ def start(index_path: Path, env: Mapping[str, str]) -> str:
     except (OSError, NotImplementedError, ValueError) as exc:
         logger.warning("korg-recall: cannot start the background indexer (%s); run `korg-recall index`", exc)
         return "failed"
-    _spawned.append(pid)
+    _spawned[pid] = index_path
     return "started"
 
 
@@ -253,15 +254,17 @@ def request_stop(index: Any, value: bool) -> None:
 
 
 def wait_idle(index_path: Path, timeout: float) -> bool:
-    """Wait until no process holds the embedding lock; False if one still does after ``timeout``."""
+    """Wait until no process holds the embedding lock and the indexers this process spawned for
+    the index have exited (and are reaped); False if the lock is still held after ``timeout``."""
     deadline = time.monotonic() + timeout
-    while held(index_path):
+    while True:
         _reap()
+        mine = [pid for pid, path in _spawned.items() if path == index_path]
+        if not held(index_path) and not mine:
+            return True
         if time.monotonic() >= deadline:
-            return False
+            return not held(index_path)
         time.sleep(POLL_S)
-    _reap()
-    return True
 
 
 @contextlib.contextmanager

@@ -342,3 +342,33 @@ def test_a_run_asked_to_stop_embeds_nothing_and_says_so(
 def test_the_indexer_module_takes_exactly_one_index_path(capsys: pytest.CaptureFixture[str]) -> None:
     assert indexer.main([]) == 2
     assert "usage: python -m korg_bridge.recall.indexer INDEX" in capsys.readouterr().err
+
+
+@needs_model
+def test_start_spawns_one_detached_indexer_and_waiting_for_it_reaps_it(
+    tmp_path: Path, env: dict[str, str], index_path: Path
+) -> None:
+    history(tmp_path / "ledgers", 600)
+    assert korg_recall(["index", "--no-embed"], {**env, "KORG_RECALL_BACKGROUND": "0"}).returncode == 0
+    assert indexer.start(index_path, env) == "started"
+    wait_for(lambda: indexer.held(index_path), what="the indexer to take its lock")
+    assert indexer.start(index_path, env) == "running"
+    assert indexer.wait_idle(index_path, BOUND_S)
+    assert recorded(index_path)["state"] == "done"
+    assert index_path not in indexer._spawned.values()  # reaped: no zombie left by a long-lived caller
+
+
+@needs_model
+def test_index_in_process_asks_a_running_indexer_to_stop_and_embeds_the_rest(
+    tmp_path: Path, env: dict[str, str], index_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from korg_bridge.recall import cli
+
+    history(tmp_path / "ledgers", 3000)
+    assert korg_recall(["index", "--no-embed"], env).returncode == 0
+    wait_for(lambda: recorded(index_path).get("embedded", 0) > 0, what="the indexer's first slice")
+    for name in ("KORG_RECALL_MODEL_DIR", "KORG_RECALL_INDEX", "KORG_RECALL_LEDGER"):
+        monkeypatch.setenv(name, env[name])
+    assert cli.main(["index"]) == 0
+    assert recorded(index_path)["state"] == "stopped"
+    assert stored_ids(index_path) == list(range(1, 3001))

@@ -34,6 +34,8 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     for name in list(os.environ):
         if name.startswith(("KORG_", "CLAUDE_", "CODEX_")) and name != "KORG_RECALL_MODEL_DIR":
             monkeypatch.delenv(name, raising=False)
+    # No background indexer outlives a test; the tests of the indexer switch it on and wait for it.
+    monkeypatch.setenv("KORG_RECALL_BACKGROUND", "0")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))

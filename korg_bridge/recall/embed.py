@@ -3,23 +3,23 @@
 Why it looks like this:
 
 * **Cold start.** Keyword and substring queries must stay fast, so this module
-  imports nothing heavy at import time: numpy, fastembed, onnxruntime and
-  tokenizers are imported inside :func:`load_embedder` and :func:`pull_model`
+  imports nothing heavy at import time: numpy, onnxruntime and tokenizers are
+  imported inside :func:`load_embedder`, fastembed inside :func:`pull_model`
   only. :func:`model_available` answers from the file system alone.
 * **Offline by construction.** Only :func:`pull_model` (``korg-recall model
   pull``, the one callable declared ``network``) may reach the network; no
   ``fs_read`` callable calls it, so the default policy never lets a model
-  trigger a download. Loading always goes
-  through fastembed's ``specific_model_path``, which hands fastembed a directory
-  and returns before any hub lookup, so an offline machine with no model gets a
-  :class:`~korg_bridge.errors.DependencyMissing` (exit 7) at once instead of
-  fastembed's ~40 s of retries.
-* **One backend.** fastembed (the ``[semantic]`` extra) loads both the named
-  models it knows and local model directories: for a directory described by a
-  ``korg-model.json`` (or by nothing) the model is registered with fastembed
-  as a custom model with the right pooling, so no second onnxruntime code path
-  is needed. Measured: the int8 MiniLM directory loads in ~0.8 s in a fresh
-  process, fastembed's import included.
+  trigger a download. Loading reads a local directory and nothing else, so an
+  offline machine with no model gets a
+  :class:`~korg_bridge.errors.DependencyMissing` (exit 7) at once.
+* **onnxruntime directly, fastembed for downloads.** Embedding throughput is
+  tokens (see :mod:`korg_bridge.recall.tokens`), so the model is run by
+  :mod:`korg_bridge.recall.encoder` with our own tokenisation: windows instead
+  of cuts, batches of like lengths padded per batch, side by side, full graph
+  optimisation. A fresh process loads the packaged int8 MiniLM in about
+  0.3 s this way (fastembed: about 0.8 s, its import included). fastembed
+  (the ``[semantic]`` extra) is kept for what it does well: knowing which
+  files, pooling and size each named model has, and downloading them.
 * **Model identity.** Every vector is stored beside ``Embedder.model_id`` and
   ``Embedder.dim``; vectors of different models are never compared.
 
@@ -34,7 +34,7 @@ Model resolution, first match wins:
    as a mean-pooled sentence-transformers export (CLS if ``1_Pooling`` says so).
 2. ``KORG_RECALL_MODEL`` (default :data:`DEFAULT_MODEL`) as pulled into
    :func:`model_cache_dir`; :func:`pull_model` leaves a small manifest there
-   that records where fastembed put the files.
+   that records where fastembed put the files and how the model pools.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import importlib.util
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -52,21 +52,28 @@ from korg_bridge.errors import DependencyMissing
 
 if TYPE_CHECKING:
     import numpy
-    from fastembed import TextEmbedding
     from numpy.typing import NDArray
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 """fastembed's default: small (67 MB int8), 384 dimensions, good English retrieval."""
-INDEX_BATCH_SIZE = 32
-"""Texts per onnxruntime call while indexing: bounded memory, most of the throughput."""
 MODEL_ENV = "KORG_RECALL_MODEL"
 MODEL_DIR_ENV = "KORG_RECALL_MODEL_DIR"
 MANIFEST = "korg-model.json"
 INSTALL_FIX = "pip install 'korg-bridge[semantic]'"
 PULL_FIX = "korg-recall model pull"
+BACKEND_MODULES = ("numpy", "onnxruntime", "tokenizers")
+"""What loading a model imports: the ``[semantic]`` extra minus fastembed (needed for pulls only)."""
+MAX_MODEL_TOKENS = 512
+"""The longest input any supported encoder reads; a config claiming more is not believed."""
 _REQUIRED_FILES = ("tokenizer.json", "tokenizer_config.json")
+_POOLING_OF_CLASS = {
+    "OnnxTextEmbedding": "cls",
+    "PooledNormalizedEmbedding": "mean",
+    "PooledEmbedding": "mean",
+}
+"""fastembed's model families this loader runs, by how they pool (the others need their own code)."""
 
 
 class Embedder(Protocol):
@@ -75,8 +82,14 @@ class Embedder(Protocol):
     model_id: str
     dim: int
 
-    def embed(self, texts: Sequence[str], *, batch_size: int = INDEX_BATCH_SIZE) -> NDArray[numpy.float32]:
-        """float32 array of shape ``(len(texts), dim)`` with L2-normalized rows."""
+    def embed(self, texts: Sequence[str]) -> NDArray[numpy.float32]:
+        """float32 array of shape ``(len(texts), dim)`` with L2-normalized rows (each text's first window)."""
+        ...
+
+    def embed_windows(
+        self, texts: Sequence[str], max_windows: Sequence[int]
+    ) -> tuple[NDArray[numpy.float32], NDArray[numpy.int64]]:
+        """Unit vectors of up to ``max_windows[i]`` windows of each text, and each row's text position."""
         ...
 
 
@@ -87,13 +100,16 @@ class ModelSpec:
     model_id: str
     """Stored beside every vector; a change of id means re-embedding."""
     directory: Path
-    """Directory handed to fastembed as ``specific_model_path``."""
+    """The directory holding the ONNX file and the tokenizer."""
     fastembed_name: str | None
-    """A model fastembed knows by name, or None for a custom registration."""
+    """A model fastembed knows by name (its facts fill what the files leave open), or None."""
     model_file: str = "model.onnx"
     dim: int | None = None
-    pooling: str = "mean"
+    pooling: str | None = "mean"
+    """``mean`` or ``cls``; None: ask fastembed (a pulled model recorded before pooling was)."""
     normalize: bool = True
+    max_tokens: int | None = None
+    """The longest input the model reads (korg-model.json's ``max_seq_length``), when known."""
 
 
 def model_cache_dir(env: Mapping[str, str]) -> Path:
@@ -115,12 +131,16 @@ def _pull_manifest(env: Mapping[str, str], model: str) -> Path:
     return model_cache_dir(env) / (model.replace("/", "--") + "." + MANIFEST)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path) -> dict[str, Any] | None:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _fingerprint(path: Path) -> str:
@@ -135,30 +155,31 @@ def _fingerprint(path: Path) -> str:
 
 
 def _dir_spec(directory: Path, env: Mapping[str, str]) -> ModelSpec:
-    manifest = _read_json(directory / MANIFEST)
+    manifest = read_json(directory / MANIFEST)
     if manifest is not None:
-        dim = manifest.get("dim")
         return ModelSpec(
             model_id=str(manifest.get("model_id") or f"local/{directory.name}"),
             directory=directory,
             fastembed_name=None,
             model_file=str(manifest.get("model_file") or "model.onnx"),
-            dim=dim if isinstance(dim, int) else None,
+            dim=positive_int(manifest.get("dim")),
             pooling=str(manifest.get("pooling") or "mean").lower(),
             normalize=bool(manifest.get("normalize", True)),
+            max_tokens=positive_int(manifest.get("max_seq_length")),
         )
     named = env.get(MODEL_ENV, "").strip()
     if named:
         # fastembed knows this model's file name, pooling and dimension.
-        return ModelSpec(model_id=named, directory=directory, fastembed_name=named, model_file="")
-    pooling_cfg = _read_json(directory / "1_Pooling" / "config.json") or {}
-    config = _read_json(directory / "config.json") or {}
-    hidden = config.get("hidden_size")
+        return ModelSpec(
+            model_id=named, directory=directory, fastembed_name=named, model_file="", pooling=None
+        )
+    pooling_cfg = read_json(directory / "1_Pooling" / "config.json") or {}
+    config = read_json(directory / "config.json") or {}
     return ModelSpec(
         model_id=f"local/{directory.name}@{_fingerprint(directory / 'model.onnx')}",
         directory=directory,
         fastembed_name=None,
-        dim=hidden if isinstance(hidden, int) else None,
+        dim=positive_int(config.get("hidden_size")),
         pooling="cls" if pooling_cfg.get("pooling_mode_cls_token") else "mean",
     )
 
@@ -179,26 +200,27 @@ def resolve_model(env: Mapping[str, str]) -> ModelSpec | None:
             return None
         return spec
     model = _named_model(env)
-    pulled = _read_json(_pull_manifest(env, model))
+    pulled = read_json(_pull_manifest(env, model))
     if pulled is None or not isinstance(pulled.get("path"), str):
         return None
     directory = Path(pulled["path"])
     model_file = str(pulled.get("model_file") or "")
     if not model_file or not (directory / model_file).is_file():
         return None
-    dim = pulled.get("dim")
+    pooling = pulled.get("pooling")
     return ModelSpec(
         model_id=model,
         directory=directory,
         fastembed_name=model,
         model_file=model_file,
-        dim=dim if isinstance(dim, int) else None,
+        dim=positive_int(pulled.get("dim")),
+        pooling=str(pooling).lower() if isinstance(pooling, str) else None,
     )
 
 
 def _backend_installed() -> bool:
-    # find_spec locates the package without running it: no heavy import here.
-    return importlib.util.find_spec("fastembed") is not None
+    # find_spec locates the packages without running them: no heavy import here.
+    return all(importlib.util.find_spec(name) is not None for name in BACKEND_MODULES)
 
 
 def model_available(env: Mapping[str, str]) -> bool:
@@ -225,14 +247,18 @@ def _missing_model_message(env: Mapping[str, str]) -> str:
     )
 
 
-def _import_fastembed() -> type[TextEmbedding]:
+def missing_extra(name: str | None) -> DependencyMissing:
+    return DependencyMissing(
+        f"semantic search needs the [semantic] extra ({name or 'a part of it'} is not installed); "
+        f"run `{INSTALL_FIX}`"
+    )
+
+
+def _import_fastembed() -> Any:
     try:
-        from fastembed import TextEmbedding as text_embedding
+        from fastembed import TextEmbedding
     except ImportError as exc:
-        raise DependencyMissing(
-            f"semantic search needs the [semantic] extra ({exc.name or 'fastembed'} is not installed); "
-            f"run `{INSTALL_FIX}`"
-        ) from exc
+        raise missing_extra(exc.name or "fastembed") from exc
     # korg-recall reports failures itself, in one line; fastembed would print
     # its own multi-line loguru records to stderr.
     try:
@@ -241,123 +267,93 @@ def _import_fastembed() -> type[TextEmbedding]:
         pass
     else:
         logger.disable("fastembed")
-    loaded: type[TextEmbedding] = text_embedding
-    return loaded
+    return TextEmbedding
 
 
-def _register_custom(text_embedding: type[TextEmbedding], spec: ModelSpec) -> str:
-    """Register ``spec`` with fastembed (once per process) and return the name to load it by."""
-    from fastembed.common.model_description import ModelSource, PoolingType
+def _fastembed_facts(name: str) -> tuple[Any, Any]:
+    """fastembed's model class and description for ``name``.
 
-    if spec.dim is None:
-        raise DependencyMissing(
-            f"cannot tell the vector size of the model in {spec.directory}: add a {MANIFEST} with "
-            '"dim" (and "pooling": "mean" or "cls"), or a config.json with "hidden_size"'
-        )
-    pooling = {"mean": PoolingType.MEAN, "cls": PoolingType.CLS}.get(spec.pooling)
+    Raises:
+        DependencyMissing: fastembed is not installed or does not know ``name``.
+    """
+    text_embedding = _import_fastembed()
+    for embedding_cls in text_embedding.EMBEDDINGS_REGISTRY:
+        for description in embedding_cls._list_supported_models():
+            if description.model.lower() == name.lower():
+                return embedding_cls, description
+    raise DependencyMissing(
+        f"fastembed does not know the model {name!r}; pick one from "
+        f"`TextEmbedding.list_supported_models()` or set {MODEL_DIR_ENV} to a local model directory"
+    )
+
+
+def _pooling_of(embedding_cls: Any, name: str) -> str:
+    pooling = _POOLING_OF_CLASS.get(embedding_cls.__name__)
     if pooling is None:
         raise DependencyMissing(
-            f'{spec.directory / MANIFEST} asks for pooling {spec.pooling!r}; use "mean" or "cls"'
+            f"korg-recall cannot run {name!r} (a {embedding_cls.__name__} model); pick a CLS- or "
+            f"mean-pooled text encoder such as {DEFAULT_MODEL!r}"
         )
-    # The name encodes everything registered, so two directories with the same
-    # model id but different settings can never share a registration.
-    name = f"korg-recall/{spec.model_id}/{spec.model_file}/{spec.pooling}/{spec.dim}/{int(spec.normalize)}"
-    known = {m["model"].lower() for m in text_embedding.list_supported_models()}
-    if name.lower() not in known:
-        text_embedding.add_custom_model(
-            model=name,
-            pooling=pooling,
-            normalization=spec.normalize,
-            sources=ModelSource(hf=f"korg-recall/{spec.directory.name}"),  # never fetched
-            dim=spec.dim,
-            model_file=spec.model_file,
-        )
-    return name
+    return pooling
 
 
-class FastEmbedEmbedder:
-    """:class:`Embedder` over a loaded fastembed ``TextEmbedding``."""
-
-    def __init__(self, model: TextEmbedding, model_id: str, dim: int) -> None:
-        self._model = model
-        self.model_id = model_id
-        self.dim = dim
-
-    def embed(self, texts: Sequence[str], *, batch_size: int = INDEX_BATCH_SIZE) -> NDArray[numpy.float32]:
-        """Embed ``texts`` in batches of ``batch_size``; rows are float32 unit vectors."""
-        import numpy as np
-
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        rows = np.asarray(list(self._model.embed(list(texts), batch_size=batch_size)), dtype=np.float32)
-        # fastembed normalizes for the models we load; renormalizing makes the
-        # contract hold for any model and costs nothing next to the forward pass.
-        norms = np.linalg.norm(rows, axis=1, keepdims=True)
-        unit: NDArray[np.float32] = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
-        return unit
+def _completed(spec: ModelSpec) -> ModelSpec:
+    """``spec`` with what only fastembed knows filled in (a named model without a full manifest)."""
+    if spec.fastembed_name is None or (spec.pooling and spec.dim and spec.model_file):
+        return spec
+    embedding_cls, description = _fastembed_facts(spec.fastembed_name)
+    model_file = spec.model_file
+    if not model_file:
+        wanted = Path(str(description.model_file)).name
+        found = sorted(spec.directory.rglob(wanted)) or sorted(spec.directory.rglob("*.onnx"))
+        model_file = str(found[0].relative_to(spec.directory)) if found else str(description.model_file)
+    return replace(
+        spec,
+        model_file=model_file,
+        dim=spec.dim or positive_int(description.dim),
+        pooling=spec.pooling or _pooling_of(embedding_cls, spec.fastembed_name),
+    )
 
 
-def load_embedder(env: Mapping[str, str]) -> Embedder:
+def load_embedder(env: Mapping[str, str], *, threads: int | None = None) -> Embedder:
     """Load the selected model from local files; never touches the network.
+
+    ``threads``: batches run at once (default: one per core this process may use).
 
     Raises:
         DependencyMissing: the ``[semantic]`` extra is not installed, or the
             model is not on disk (the message names the command that fixes it),
-            or fastembed cannot load the files that are there.
+            or its files cannot be loaded.
     """
     spec = resolve_model(env)
     if spec is None:
         raise DependencyMissing(_missing_model_message(env))
-    text_embedding = _import_fastembed()
-    name = spec.fastembed_name or _register_custom(text_embedding, spec)
-    try:
-        model = text_embedding(
-            model_name=name,
-            cache_dir=str(spec.directory),
-            specific_model_path=str(spec.directory),
-            local_files_only=True,
-        )
-        dim = spec.dim or text_embedding.get_embedding_size(name)
-    except ValueError as exc:  # fastembed's error for an unknown name or unloadable files
-        raise DependencyMissing(
-            f"cannot load embedding model {spec.model_id!r}: {str(exc).rstrip('.')}"
-        ) from exc
-    except Exception as exc:  # onnxruntime raises its own non-OSError types for bad files
-        raise DependencyMissing(
-            f"cannot load embedding model {spec.model_id!r} from {spec.directory}: {str(exc).rstrip('.')}; "
-            f"rebuild the directory or run `{PULL_FIX}` again"
-        ) from exc
-    log.debug("loaded embedding model %s (dim %d) from %s", spec.model_id, dim, spec.directory)
-    return FastEmbedEmbedder(model, spec.model_id, dim)
+    missing = [name for name in BACKEND_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise missing_extra(missing[0])
+    from korg_bridge.recall.encoder import OnnxEmbedder
+
+    embedder = OnnxEmbedder(_completed(spec), threads=threads)
+    log.debug("loaded embedding model %s (dim %d) from %s", spec.model_id, embedder.dim, spec.directory)
+    return embedder
 
 
 def pull_model(env: Mapping[str, str], model: str | None = None) -> Path:
     """Download ``model`` (default: ``KORG_RECALL_MODEL`` or :data:`DEFAULT_MODEL`) into the cache.
 
     The only function here that uses the network. It records where fastembed
-    put the files in a manifest beside them, which is what
-    :func:`model_available` and :func:`load_embedder` look for. Pulling a model
-    that is already cached finishes without a download.
+    put the files, and how the model pools, in a manifest beside them, which is
+    what :func:`model_available` and :func:`load_embedder` look for. Pulling a
+    model that is already cached finishes without a download.
 
     Raises:
         DependencyMissing: the ``[semantic]`` extra is not installed, fastembed
-            does not know ``model``, or the download failed.
+            does not know ``model`` (or korg-recall cannot run it), or the download failed.
     """
     name = (model or "").strip() or _named_model(env)
-    text_embedding = _import_fastembed()
+    embedding_cls, description = _fastembed_facts(name)
+    pooling = _pooling_of(embedding_cls, name)
     cache = model_cache_dir(env)
-    # Find the model's class and description the way TextEmbedding's constructor does.
-    for embedding_cls in text_embedding.EMBEDDINGS_REGISTRY:
-        description = next(
-            (d for d in embedding_cls._list_supported_models() if d.model.lower() == name.lower()), None
-        )
-        if description is not None:
-            break
-    else:
-        raise DependencyMissing(
-            f"fastembed does not know the model {name!r}; pick one from "
-            "`TextEmbedding.list_supported_models()` or set KORG_RECALL_MODEL_DIR to a local model directory"
-        )
     try:
         cache.mkdir(parents=True, exist_ok=True)
         # One attempt: an explicit step should fail in seconds and say so, not sleep 40 s.
@@ -373,6 +369,7 @@ def pull_model(env: Mapping[str, str], model: str | None = None) -> Path:
         "dim": description.dim,
         "path": str(directory),
         "model_file": description.model_file,
+        "pooling": pooling,
     }
     try:
         _pull_manifest(env, name).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -215,6 +215,18 @@ MIGRATIONS: list[Migration] = [
     # indexes older than this step, our _migrations table) is ever moved aside and rebuilt.
     ("m006_application_id", (f"PRAGMA application_id = {APPLICATION_ID}",)),
     ("m007_full_text_kinds_projects", _full_text_kinds_projects),
+    (
+        "m008_vector_windows",
+        (
+            # An event may now have several vectors (windows of a long prompt or reply), read as a
+            # tool call's gist rather than its whole output (korg_bridge.recall.embedtext): vectors of
+            # the old form are dropped here and computed again by the background indexer.
+            "DELETE FROM vector_chunks",
+            "DELETE FROM vector_stale",
+            # Distinct events in the chunk (count is its vectors): coverage is a sum, no BLOB read.
+            "ALTER TABLE vector_chunks ADD COLUMN events INTEGER NOT NULL DEFAULT 0",
+        ),
+    ),
 ]
 
 

@@ -1,10 +1,18 @@
 """Which search mode a recall call really runs, and the embedding model it needs.
 
-``auto`` means hybrid when a model is on disk and keyword otherwise; an
-explicit ``semantic`` or ``hybrid`` without a model is a dependency error
-whose message names the exact command that fixes it. All of it is judged
-from the file system and the environment: a keyword or substring call
-imports nothing of the embedding stack, and ``auto`` only looks for files.
+``auto`` means hybrid when a model is on disk **and** its vectors cover at
+least :data:`AUTO_HYBRID_COVERAGE` of the index's events; otherwise keyword,
+with a one-line note saying how far embedding has got (the background
+indexer fills the rest). Below that, too many events would be ranked by one
+kind of evidence and the rest by two; keyword ranking is the honest answer
+until the vectors catch up. An explicit ``semantic`` or ``hybrid`` always
+runs as asked (missing vectors: not searched, resp. ranked by their keyword
+evidence alone); without a model it is a dependency error whose message names
+the exact command that fixes it.
+
+All of it is judged from the file system, the environment and two SQL
+aggregates: a keyword or substring call imports nothing of the embedding
+stack, and ``auto`` only looks for files and counts.
 """
 
 from __future__ import annotations
@@ -19,20 +27,36 @@ from korg_bridge.errors import DependencyMissing
 
 if TYPE_CHECKING:
     from korg_bridge.recall.embed import Embedder
+    from korg_bridge.recall.vectors import Coverage
 
-__all__ = ["RECALL_MODES", "SEMANTIC_MODES", "load_for_mode", "missing_model_message", "resolve_mode"]
+__all__ = [
+    "AUTO_HYBRID_COVERAGE",
+    "RECALL_MODES",
+    "SEMANTIC_MODES",
+    "auto_mode",
+    "load_for_mode",
+    "missing_model_message",
+    "resolve_mode",
+]
 
 logger = logging.getLogger(__name__)
 
 RECALL_MODES = ["auto", "substring", "keyword", "semantic", "hybrid"]
 SEMANTIC_MODES = ("semantic", "hybrid")
+AUTO_HYBRID_COVERAGE = 0.9
+"""Share of the index's events that must have a current vector before ``auto`` ranks by hybrid.
+
+Events are embedded newest first, so at 90 % the recent history, where most
+targets are, is covered; the rest still ranks by its keyword evidence (never
+penalised). Below it a fresh history stays on keyword search, which hybrid
+must never be worse than."""
 
 
 def resolve_mode(mode: str, env: Mapping[str, str] | None = None) -> str:
-    """The mode actually used: ``auto`` is hybrid when a model is on disk, else keyword.
+    """The mode a model on disk allows: ``auto`` is hybrid when one is, else keyword.
 
     Judged from the file system alone (:func:`~korg_bridge.recall.embed.model_available`):
-    nothing heavy is imported here.
+    nothing heavy is imported here. :func:`auto_mode` then looks at coverage.
 
     Raises:
         DependencyMissing: semantic or hybrid asked for explicitly without a
@@ -50,11 +74,30 @@ def resolve_mode(mode: str, env: Mapping[str, str] | None = None) -> str:
     return mode
 
 
+def auto_mode(requested: str, used: str, coverage: Coverage | None) -> tuple[str, str | None]:
+    """``auto``'s final choice once coverage is known, and the note that explains a fallback.
+
+    Hybrid stays hybrid at :data:`AUTO_HYBRID_COVERAGE` or more; below it,
+    keyword, with a note such as ``4,210 of 20,000 events embedded (21 %)``.
+    Explicit modes pass through unchanged.
+    """
+    if requested != "auto" or used != "hybrid" or coverage is None:
+        return used, None
+    if coverage.fraction >= AUTO_HYBRID_COVERAGE:
+        return used, None
+    share = int(100 * coverage.fraction)
+    return "keyword", (
+        f"searched by keyword: {coverage.embedded:,} of {coverage.events:,} events embedded so far "
+        f"({share} %, hybrid from {int(AUTO_HYBRID_COVERAGE * 100)} %)"
+    )
+
+
 def missing_model_message(mode: str, env: Mapping[str, str]) -> str:
     """One line naming the fastest fix: the extra and a model, or whichever of them is missing."""
     from korg_bridge.recall import embed
 
-    if importlib.util.find_spec("fastembed") is None:
+    missing = [name for name in embed.BACKEND_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
         if embed.resolve_model(env) is not None:
             return f"mode {mode!r} needs the [semantic] extra; run `{embed.INSTALL_FIX}`"
         return (

@@ -99,8 +99,8 @@ RECALL_SCHEMA: dict[str, Any] = {
         "min_score": {
             "type": "number",
             "description": (
-                "Cosine-similarity floor (default 0.30): semantic drops hits below it; in hybrid a hit needs a "
-                "keyword match or a cosine at least this. Ignored by keyword and substring."
+                "Cosine-similarity floor (default 0.30): semantic drops hits below it. Ignored by hybrid (every "
+                "candidate with a keyword match or a positive cosine competes), keyword and substring."
             ),
             "default": 0.3,
             "minimum": 0.0,
@@ -110,7 +110,7 @@ RECALL_SCHEMA: dict[str, Any] = {
             "type": "string",
             "enum": RECALL_MODES,
             "description": (
-                "auto: hybrid when an embedding model is available locally, else keyword. "
+                "auto: hybrid when a local embedding model has embedded at least 90 % of events, else keyword. "
                 "substring: every term present. keyword: BM25 ranking. semantic: embedding similarity. "
                 "hybrid: BM25 + embeddings + recency."
             ),
@@ -147,9 +147,9 @@ RECALL_SCHEMA: dict[str, Any] = {
         "json": {
             "type": "boolean",
             "description": (
-                "Print hits as JSON, each with its score breakdown {bm25, vector, recency, total}; semantic and "
-                "hybrid add the model, the events embedded by this call and those not embedded yet. Memories "
-                "come as objects under memories."
+                "Print hits as JSON, each with its score breakdown {bm25, vector, recency, total}; with a local "
+                "embedding model, also the model and embedding: events, embedded, not_embedded, coverage, and the "
+                "background indexer when one was started for the rest. Memories come as objects under memories."
             ),
         },
         "kinds": {

@@ -17,10 +17,10 @@ Two text modes, both over the flattened text of :mod:`korg_bridge.recall.text`:
 and need an :class:`~korg_bridge.recall.embed.Embedder`; they are imported
 only when asked for, so the two modes above never load numpy.
 
-``min_score`` is the cosine floor of the semantic mode (and, in hybrid, the
-floor a candidate without a keyword match must reach). Keyword and substring
-do not apply it: a BM25 value is not a cosine, and the CLI's default floor
-(0.30) would otherwise drop good keyword hits in small or repetitive histories.
+``min_score`` is the cosine floor of the semantic mode. Hybrid, keyword and
+substring do not apply it: in hybrid every candidate with a keyword match or a
+positive cosine competes, and a BM25 value is not a cosine (the CLI's default
+floor, 0.30, would drop good keyword hits in small or repetitive histories).
 Every mode returns at most ``top_n`` hits, best first.
 
 Filters (files under ``sources``, tools, agents, ``since``/``until``, project) are
@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,16 +46,14 @@ from korg_bridge.recall.context import context_of
 from korg_bridge.recall.fts import (
     Filters,
     details_sql,
-    keyword_sql,
-    older_selective_sql,
     outside_sources_sql,
     query_terms,
     quote_fts,
-    selective_sql,
     substring_sql,
-    window_sql,
 )
 from korg_bridge.recall.index import Index
+from korg_bridge.recall.keyword import Rank, full_ranking, ranking
+from korg_bridge.recall.scores import KEYWORD_HALF_SCORE, keyword_score
 from korg_bridge.recall.snippets import make_snippet
 from korg_bridge.recall.timeparse import iso_to_epoch
 
@@ -69,15 +67,11 @@ MODES = ("substring", "keyword", "semantic", "hybrid")
 TEXT_MODES = ("substring", "keyword")
 """The modes that need no embedding model."""
 
-KEYWORD_HALF_SCORE = 5.0
-"""The raw BM25 value that maps to 0.5: about one term found in a few percent of events."""
 SUBSTRING_LENGTH_CAP = 1000
 """Texts longer than this all get the floor score 0.5 (the reference formula's cap)."""
 FIRST_PAGE = 50
 """Ranked ids fetched before collapsing; more pages follow only when collapsing ate too many."""
 
-_Rank = tuple[int, float]
-"""An event id and its FTS5 ``bm25()`` value (lower is better)."""
 _Details = tuple[
     int, str | None, str | None, str | None, str | None, str, str | None, str | None, str | None, int
 ]
@@ -245,71 +239,16 @@ def search(
 def _keyword(collector: _Collector, match: str, filters: Filters) -> list[Hit]:
     conn = collector.conn
     first = max(FIRST_PAGE, collector.top_n * 4)
-    sql, params = window_sql(match)
-    edge = conn.execute(sql, params).fetchone()
-    if edge is not None:
-        # A broad query: the newest matches, and every older one holding a selective term.
-        ranked = _pages(conn, match, filters, min_rowid=int(edge[0]), first=first)
-        selective = quote_fts(" ".join(term for term in collector.terms if _is_selective(conn, term)))
-        if selective:
-            older = _older_selective(conn, match, selective, filters, below=int(edge[0]))
-            ranked = _merged(ranked, older)
-        _collect(collector, ranked, chunk=first)
-        if collector.full:
-            return collector.hits
-        # Filters or collapsing left too few within the window: rank them all.
-        collector.reset()
-    return _collect(collector, _pages(conn, match, filters, min_rowid=None, first=first), chunk=first)
+    ranked, windowed = ranking(conn, match, collector.terms, filters, first=first)
+    _collect(collector, ranked, chunk=first)
+    if collector.full or not windowed:
+        return collector.hits
+    # Filters or collapsing left too few within the window: rank them all.
+    collector.reset()
+    return _collect(collector, full_ranking(conn, match, filters, first=first), chunk=first)
 
 
-def _is_selective(conn: sqlite3.Connection, term: str) -> bool:
-    sql, params = selective_sql(term)
-    return bool(conn.execute(sql, params).fetchone()[0])
-
-
-def _pages(
-    conn: sqlite3.Connection, match: str, filters: Filters, *, min_rowid: int | None, first: int
-) -> Iterator[_Rank]:
-    """``(id, bm25)`` best first, fetched a page at a time (pages grow: collapsing may eat many)."""
-    limit, offset = first, 0
-    while True:
-        sql, params = keyword_sql(match, filters, limit=limit, offset=offset, min_rowid=min_rowid)
-        rows = conn.execute(sql, params).fetchall()
-        yield from rows
-        if len(rows) < limit:
-            return
-        offset += limit
-        limit *= 4
-
-
-def _older_selective(
-    conn: sqlite3.Connection, match: str, selective: str, filters: Filters, *, below: int
-) -> list[_Rank]:
-    """Events below rowid ``below`` holding a selective term, with their exact BM25, best first."""
-    (both_sql, both_params), (sel_sql, sel_params) = older_selective_sql(
-        match, selective, filters, below=below
-    )
-    own = dict(conn.execute(sel_sql, sel_params).fetchall())
-    scored = [
-        (event_id, value - own.get(event_id, 0.0)) for event_id, value in conn.execute(both_sql, both_params)
-    ]
-    scored.sort(key=lambda item: item[1])
-    return scored
-
-
-def _merged(pages: Iterator[_Rank], older: list[_Rank]) -> Iterator[_Rank]:
-    """Both streams in one, best first, never reading ``pages`` further than what is yielded
-    (``heapq.merge`` reads one ahead: here that would run the next page's ranking query)."""
-    position = 0
-    for item in pages:
-        while position < len(older) and older[position][1] < item[1]:
-            yield older[position]
-            position += 1
-        yield item
-    yield from older[position:]
-
-
-def _collect(collector: _Collector, ranked: Iterable[_Rank], *, chunk: int = CHUNK) -> list[Hit]:
+def _collect(collector: _Collector, ranked: Iterable[Rank], *, chunk: int = CHUNK) -> list[Hit]:
     """Turn ``(id, bm25)`` pairs, best first, into hits until the collector is full.
 
     ``chunk`` (rows whose details are read at once) should not exceed a ranking
@@ -326,8 +265,7 @@ def _collect(collector: _Collector, ranked: Iterable[_Rank], *, chunk: int = CHU
             row = rows.get(event_id)
             if row is None:  # deleted by a concurrent refresh between the two queries
                 continue
-            raw = max(0.0, -rank)
-            score = round(raw / (raw + KEYWORD_HALF_SCORE), 4)
+            score = round(keyword_score(rank, KEYWORD_HALF_SCORE), 4)
             collector.add(
                 event_id, score, row, {"bm25": score, "vector": None, "recency": None, "total": score}
             )
@@ -336,7 +274,7 @@ def _collect(collector: _Collector, ranked: Iterable[_Rank], *, chunk: int = CHU
     return collector.hits
 
 
-def _tie_break(item: _Rank, rows: Mapping[int, tuple[Any, ...]]) -> tuple[float, float, int]:
+def _tie_break(item: Rank, rows: Mapping[int, tuple[Any, ...]]) -> tuple[float, float, int]:
     """Best rank first; equal ranks (copies of one event) newest first, then by id: FTS5 leaves
     their order unspecified, and a result must not change between two runs."""
     row = rows.get(item[0])

@@ -1,4 +1,4 @@
-"""What an event says, as search sees it: a short head, the full text, and the text to embed.
+"""What an event says, as search sees it: a short head and the full text.
 
 Ranking looks at two texts per event:
 
@@ -17,7 +17,7 @@ Ranking looks at two texts per event:
 A tool call's result usually arrives after the call is stored, so the texts
 are built in two steps: :func:`call_texts` for the call, :func:`with_result`
 to add its result; :func:`searchable` does both for a complete event.
-:func:`embed_text` stays short: an embedding model reads a few hundred words.
+What the embedding model reads is :mod:`korg_bridge.recall.embedtext`'s.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ __all__ = [
     "MAX_REPLY_CHARS",
     "MAX_TEXT_CHARS",
     "call_texts",
-    "embed_text",
     "flatten",
     "result_text",
     "result_texts",
@@ -237,37 +236,3 @@ def searchable(event: Event) -> tuple[str, str]:
 def flatten(event: Event) -> str:
     """The head of ``event``: what snippets show and what ranking weighs first."""
     return searchable(event)[0]
-
-
-def embed_text(event: Event) -> str:
-    """Return the text to embed for ``event``: the head's content, read as prose.
-
-    BM25 wants field names (``command=`` lets a query find "command"); an
-    embedding model reads ``Bash command=npx jest -u description=Update
-    snapshots`` worse than ``Update snapshots. npx jest -u``. Measured on the
-    golden set with all-MiniLM-L6-v2: reworded queries find their event first
-    64 % of the time instead of 55 %. So a tool call is its description as a
-    sentence, then the values of its telling arguments, then the result preview;
-    prompts, notes and replies are already prose.
-    """
-    tool = event.tool or ""
-    if tool in PROSE or tool == "llm_inference":
-        return flatten(event)
-    args = event.args
-    parts: list[str] = []
-    if isinstance(args, dict):
-        description = args.get("description")
-        if isinstance(description, str) and description.strip():
-            parts.append(_trim(description.strip().rstrip("."), MAX_ARG_CHARS) + ".")
-        for key in TELLING_ARGS:
-            value = _arg_text(args.get(key))
-            if key != "description" and value:
-                parts.append(_trim(value, MAX_ARG_CHARS))
-    elif isinstance(args, str) and args.strip():
-        parts.append(_trim(args.strip(), MAX_ARG_CHARS))
-    if not parts:  # nothing telling: the head (tool name, dumped arguments) says most
-        return flatten(event)
-    preview = result_text(event.result).strip()
-    if preview:
-        parts.append(f"→ {_trim(preview, MAX_PREVIEW_CHARS)}")
-    return _trim(" ".join(parts), MAX_TEXT_CHARS)

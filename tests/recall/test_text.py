@@ -1,4 +1,6 @@
-"""Searchable text: each event's head (what ranks first and snippets show), body (its whole) and embedded text."""
+"""Searchable text: each event's head (what ranks first and snippets show) and body (its whole).
+
+What the embedding model reads is tested in test_embedtext.py."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ from korg_bridge.recall.text import (
     MAX_REPLY_CHARS,
     MAX_TEXT_CHARS,
     call_texts,
-    embed_text,
     flatten,
     result_text,
     result_texts,
@@ -93,27 +94,6 @@ def test_result_text_reads_strings_objects_and_blocks() -> None:
     assert result_text(42) == "42"
 
 
-def test_embedded_text_reads_a_tool_call_as_prose() -> None:
-    event = _event(
-        "Bash",
-        {"command": "npx jest -u", "description": "Update snapshots.", "timeout": 120},
-        {"output": "14 snapshots updated"},
-    )
-    assert embed_text(event) == "Update snapshots. npx jest -u → 14 snapshots updated"
-    read = _event("Read", {"file_path": "/tmp/zoo.txt"}, "zebra stripes")
-    assert embed_text(read) == "/tmp/zoo.txt → zebra stripes"
-
-
-def test_embedded_text_of_prompts_replies_and_untelling_calls_is_the_searchable_text() -> None:
-    for event in (
-        _event("user_prompt", {"prompt": "Fix the bug"}),
-        _event("llm_inference", {}, {"text": "Done."}),
-        _event("TodoWrite", {"todos": [{"content": "x"}]}, {"output": "ok"}),
-        _event(None),
-    ):
-        assert embed_text(event) == flatten(event)
-
-
 # --- the full text ------------------------------------------------------------------------------
 
 
@@ -191,4 +171,3 @@ def test_titles_and_notes_are_their_own_text() -> None:
     assert flatten(_event("system_note", {"prompt": "<system-reminder>x</system-reminder>"})).startswith(
         "<system"
     )
-    assert embed_text(_event("compact_summary", {"prompt": "summary"})) == "summary"

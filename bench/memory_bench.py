@@ -48,10 +48,11 @@ from korg_bridge.recall.memory.store import Store
 
 SECTION = "memory"
 TUNE_SEED = 20261211
-SEEN_SEED = 20261212
-"""The first held-out seed: looked at once (its knowledge-update figure missed by 0.4 points), after
-which two more changes were tuned on TUNE_SEED -- so it is reported, but it is no longer held out."""
-HELD_OUT_SEED = 20261213
+SEEN_SEEDS = (20261212, 20261213)
+"""Earlier held-out seeds, each looked at once before a later change was tuned on TUNE_SEED: they are
+reported, but they are no longer held out (20261212 before the as_of and value-link changes,
+20261213 before lineages ranked by their best-matching version)."""
+HELD_OUT_SEED = 20261214
 MEMORIES = 10_000
 EVENTS = 100_000
 SAMPLES = 40
@@ -307,7 +308,7 @@ def measure_quality(workdir: Path) -> Quality:
     env = _quality_env(workdir)
     directory = model_dir()
     decider = semantic_decider(directory) if directory else None
-    for seed in (TUNE_SEED, SEEN_SEED, HELD_OUT_SEED):
+    for seed in (TUNE_SEED, *SEEN_SEEDS, HELD_OUT_SEED):
         print(f"quality: seed {seed} ...", file=sys.stderr)
         quality.updates[seed] = suites.run_updates(seed, env)
         quality.dedup[(seed, "keyword")] = suites.run_dedup(seed, env)
@@ -347,7 +348,7 @@ def latency_table(latency: Latency, report: list[bool]) -> str:
 
 
 def _which(seed: int) -> str:
-    return {TUNE_SEED: "tuning", SEEN_SEED: "seen once"}.get(seed, "held out")
+    return "tuning" if seed == TUNE_SEED else "seen once" if seed in SEEN_SEEDS else "held out"
 
 
 def quality_tables(quality: Quality, report: list[bool]) -> str:
@@ -445,8 +446,11 @@ ranking were tuned on seed 20261211 only. Seed 20261212 was the first held-out s
 were looked at once (newest-first 94.6 %, below the target, with the ranking of that moment), then
 two general changes were made on the tuning seed alone (an `as_of` answer orders its linked
 lineages as they stood then; the value-link overlap went from 0.2 to 0.15), so it is shown but
-no longer held out. Seed 20261213 was generated after those changes and not looked at before this
-run: its rows carry the verdicts."""
+no longer held out. Seed 20261213, generated after those changes, was then the held-out seed; after
+it was looked at, one more change was made on the tuning seed alone (a lineage ranks by the best
+match among all its versions and shows its head, so a revision worded differently keeps what the
+fact is about: top hit overall on the tuning seed went from 80.7 % to 88.6 %). Seed 20261214 was
+generated after that change and not looked at before this run: its rows carry the verdicts."""
 
 
 def render(

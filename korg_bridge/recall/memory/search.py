@@ -2,8 +2,10 @@
 
 :func:`search_memories` is what ``recall`` over memories builds on: BM25 over
 ``memory_fts`` (user text reaches ``MATCH`` only as quoted terms), restricted to
-the given scopes, on the lineage heads by default -- or on older versions too
-(``include_superseded``), or on what held at a past time (``as_of``). A hit's
+the given scopes, showing lineage heads by default -- or older versions too
+(``include_superseded``), or what held at a past time (``as_of``). Every version
+is matched, and a lineage ranks by its best-matching one: a revision that words
+a fact differently is still about what its older wording names. A hit's
 score is its relevance (its BM25 over the best hit's, so a memory that matches
 more, or rarer, words of the query keeps its lead) times decay times use,
 bounded, so decay only ranks and never hides:
@@ -175,7 +177,10 @@ def search_memories(
     terms = query_terms(query)
     if not terms or not scopes:
         return []
-    sql = match_sql(len(scopes), len(types), heads_only=as_of is None and not include_superseded)
+    # Every version is searched, even when only heads are shown: a lineage is one fact, and a
+    # revision that words it differently ("release 3.8" for "version 3.5") is still about what the
+    # older wording names. A lineage ranks by its best-matching version and shows its head.
+    sql = match_sql(len(scopes), len(types), heads_only=False)
     rows = conn.execute(sql, (_quoted(terms, " OR "), *scopes, *types, RANK_WINDOW)).fetchall()
     if not rows:
         return []
@@ -195,11 +200,23 @@ def search_memories(
             if effective is not None:
                 newest = max(v.version for v in versions if v.state != "pending")
                 chosen.append((effective, raw, effective.version == newest))
-    else:
+    elif include_superseded:
         for version in found:
             if version.is_head and (version.state != "live" or (version.expires_at or "~") <= now_iso):
                 continue
             chosen.append((version, ranks[version.rowid or 0], version.is_head))
+    else:
+        best_of: dict[str, float] = {}
+        heads: dict[str, Version] = {}
+        for version in found:
+            best_of[version.id] = max(best_of.get(version.id, 0.0), ranks[version.rowid or 0])
+            if version.is_head:
+                heads[version.id] = version
+        for memory_id, raw in best_of.items():
+            latest = heads.get(memory_id) or head(conn, memory_id)
+            if latest is None or latest.state != "live" or (latest.expires_at or "~") <= now_iso:
+                continue
+            chosen.append((latest, raw, True))
     hits: list[MemoryHit] = []
     wanted_tags = set(tags)
     chosen = [c for c in chosen if not wanted_tags or wanted_tags & set(c[0].tags)]
@@ -221,7 +238,7 @@ def search_memories(
     # Ties and links reorder the best hits only: what they move lands in the first places, and
     # finding which words 500 rows match costs more than the whole search.
     leading, rest = hits[:ORDER_WINDOW], hits[ORDER_WINDOW:]
-    matched = _matched_terms(conn, terms, [hit.version.rowid or 0 for hit in leading])
+    matched = _lineage_terms(conn, terms, leading, found)
     leading = _newest_of_ties(leading, matched)
     return (_newer_first(conn, leading, matched, at_a_time=as_of is not None) + rest)[:top_n]
 
@@ -248,6 +265,26 @@ def _matched_terms(
         for (rowid,) in conn.execute(sql, (_quoted([word], ""), *rowids)):
             found[int(rowid)].add(word)
     return {rowid: frozenset(hit) for rowid, hit in found.items()}
+
+
+def _lineage_terms(
+    conn: sqlite3.Connection, terms: Sequence[str], hits: Sequence[MemoryHit], found: Sequence[Version]
+) -> dict[int, frozenset[str]]:
+    """The query words each shown hit's lineage matches, in any of its versions found, keyed by
+    the shown version's rowid (an older version shown as such keeps only its own words)."""
+    rows_of: dict[str, list[int]] = {}
+    for version in found:
+        rows_of.setdefault(version.id, []).append(version.rowid or 0)
+    wanted: dict[int, list[int]] = {}
+    for hit in hits:
+        shown = hit.version.rowid or 0
+        wanted[shown] = [shown] if not hit.current else sorted({shown, *rows_of.get(hit.version.id, ())})
+    every = sorted({rowid for rowids in wanted.values() for rowid in rowids})
+    matched = _matched_terms(conn, terms, every)
+    return {
+        shown: frozenset().union(*(matched.get(rowid, frozenset()) for rowid in rowids))
+        for shown, rowids in wanted.items()
+    }
 
 
 def _newest_of_ties(hits: list[MemoryHit], matched: dict[int, frozenset[str]]) -> list[MemoryHit]:

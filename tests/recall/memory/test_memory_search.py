@@ -192,3 +192,28 @@ def test_forget_matches_need_every_word_and_see_old_text_only_when_purging(conn:
     ]
     assert [v.id for v in forget_matches(conn, "alice", [SHOP], "retire")] == ["maaaaaaaaaa", "mbbbbbbbbbb"]
     assert forget_matches(conn, "alice", [BLOG], "purge") == []
+
+
+def test_a_revision_worded_differently_is_still_found_by_what_its_fact_is_about(
+    conn: sqlite3.Connection,
+) -> None:
+    # The first version says "version"; the revision says "release". A question about the version
+    # finds the lineage by its older wording and shows its head, above a newer memory that only
+    # names the same subject.
+    put(
+        conn,
+        "mkafkaaaaaa",
+        "The project pins Kafka version 3.5.",
+        days_ago=60,
+        superseded_by=2,
+        superseded_at=iso(NOW - 20 * DAY),
+    )
+    put(
+        conn, "mkafkaaaaaa", "Builds run on Kafka release 3.8 now.", days_ago=20, version=2, content_hash="k2"
+    )
+    put(conn, "mdocsaaaaaa", "Kafka docs are on the wiki.", days_ago=5)
+    for n, subject in enumerate(("Redis", "Django", "Terraform", "React", "Go", "Rust", "Node")):
+        put(conn, f"mfiller{n}aaa", f"{subject} settings live in config/{subject.lower()}.toml.", days_ago=9)
+    hits = search_memories(conn, "Which Kafka version are we on?", scopes=[SHOP], now=NOW)
+    assert ids(hits)[0] == ("mkafkaaaaaa", 2)
+    assert all(hit.current for hit in hits)

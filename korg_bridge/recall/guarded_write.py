@@ -32,7 +32,7 @@ from pathlib import Path
 from korg_bridge.durable import fsync_folder, reserve, write_all
 from korg_bridge.errors import ConfigError, KorgError
 
-__all__ = ["Changed", "Snapshot", "remove", "replace", "take"]
+__all__ = ["Changed", "Snapshot", "locked", "remove", "replace", "take"]
 
 
 class Changed(KorgError):
@@ -89,7 +89,8 @@ def take(path: Path, cap: int) -> Snapshot:
 
 
 @contextlib.contextmanager
-def _locked(lock: Path) -> Iterator[None]:
+def locked(lock: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock`` (created if needed): one korg-recall writer at a time."""
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
@@ -136,7 +137,7 @@ def replace(snapshot: Snapshot, data: bytes, *, lock: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        with _locked(lock):
+        with locked(lock):
             if not _unchanged(snapshot):
                 raise _changed(snapshot)
             if snapshot.data is None:
@@ -163,7 +164,7 @@ def remove(snapshot: Snapshot, *, lock: Path) -> None:
         ConfigError: it cannot be deleted.
     """
     try:
-        with _locked(lock):
+        with locked(lock):
             if not _unchanged(snapshot):
                 raise _changed(snapshot)
             os.unlink(snapshot.path)

@@ -186,12 +186,12 @@ def index_over_limits(text: str) -> str | None:
 
 
 def outside_block(text: str) -> str:
-    """``text`` without korg-recall's block (markers included)."""
+    """``text`` without korg-recall's block (markers included, and the line end after it)."""
     start = text.find(BLOCK_BEGIN)
     end = text.find(BLOCK_END, start + 1) if start >= 0 else -1
     if start < 0 or end < 0:
         return text
-    return text[:start] + text[end + len(BLOCK_END) :]
+    return text[:start] + text[end + len(BLOCK_END) :].removeprefix("\n")
 
 
 def _index(text: str) -> list[Part] | Skip:

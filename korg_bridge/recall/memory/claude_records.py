@@ -41,6 +41,7 @@ __all__ = [
     "drop_file",
     "file_row",
     "file_rows",
+    "folder_row",
     "folder_rows",
     "is_derived",
     "put_block",
@@ -183,6 +184,13 @@ def folder_rows(conn: sqlite3.Connection) -> dict[str, FolderRow]:
     }
 
 
+def folder_row(conn: sqlite3.Connection, path: str) -> FolderRow | None:
+    found = conn.execute(
+        "SELECT path, root, how, mtime_ns FROM claude_folders WHERE path = ?", (path,)
+    ).fetchone()
+    return None if found is None else FolderRow(str(found[0]), found[1], str(found[2]), int(found[3]))
+
+
 def put_folder(conn: sqlite3.Connection, row: FolderRow) -> None:
     conn.execute(
         "INSERT OR REPLACE INTO claude_folders (path, root, how, mtime_ns) VALUES (?, ?, ?, ?)",
@@ -197,19 +205,21 @@ def put_folder(conn: sqlite3.Connection, row: FolderRow) -> None:
     )
 
 
-def block_sha(conn: sqlite3.Connection, path: str) -> str | None:
-    """The SHA-256 of the block korg-recall last wrote into the ``MEMORY.md`` at ``path``."""
-    row = conn.execute("SELECT sha256 FROM claude_blocks WHERE path = ?", (path,)).fetchone()
-    return None if row is None else str(row[0])
+def block_sha(conn: sqlite3.Connection, path: str) -> tuple[str, bool] | None:
+    """The SHA-256 of the block korg-recall last wrote into the ``MEMORY.md`` at ``path``, and
+    whether korg-recall created that file."""
+    row = conn.execute("SELECT sha256, created FROM claude_blocks WHERE path = ?", (path,)).fetchone()
+    return None if row is None else (str(row[0]), bool(row[1]))
 
 
-def put_block(conn: sqlite3.Connection, path: str, scope: str, sha256: str | None) -> None:
+def put_block(conn: sqlite3.Connection, path: str, scope: str, sha256: str | None, *, created: bool) -> None:
     """Record the block just written (``None``: there is none any more)."""
     if sha256 is None:
         conn.execute("DELETE FROM claude_blocks WHERE path = ?", (path,))
         return
     conn.execute(
-        "INSERT OR REPLACE INTO claude_blocks (path, scope, sha256) VALUES (?, ?, ?)", (path, scope, sha256)
+        "INSERT OR REPLACE INTO claude_blocks (path, scope, sha256, created) VALUES (?, ?, ?, ?)",
+        (path, scope, sha256, int(created)),
     )
 
 

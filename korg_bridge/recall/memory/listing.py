@@ -18,7 +18,7 @@ from typing import Any
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory.claude_records import source_kind
 from korg_bridge.recall.memory.records import Version, check_id, iso
-from korg_bridge.recall.memory.rows import head, lineage, links_of
+from korg_bridge.recall.memory.rows import lineage, links_of
 from korg_bridge.recall.memory.safety import age_label, escape_body
 from korg_bridge.recall.memory.store import Store
 
@@ -195,12 +195,6 @@ def _version_dict(version: Version, now: float) -> dict[str, Any]:
     return data
 
 
-def _title(conn: Any, memory_id: str) -> str | None:
-    """The current title of the memory at the other end of a link (None: purged or unknown)."""
-    current = head(conn, memory_id)
-    return current.title if current is not None and current.state != "purged" else None
-
-
 def read_full(
     store: Store, ids: Sequence[str], *, now: float, scopes: Sequence[str], include_pending: bool = False
 ) -> dict[str, Any]:
@@ -233,8 +227,7 @@ def read_full(
                 if v.version != shown.version
             ]
             entry["links"] = [
-                {"src": a, "dst": b, "kind": kind, "title": _title(conn, b if a == memory_id else a)}
-                for a, b, kind in links_of(conn, [memory_id])
+                {"src": a, "dst": b, "kind": kind} for a, b, kind in links_of(conn, [memory_id])
             ]
             out.append(entry)
     return {"memories": out}

@@ -167,7 +167,9 @@ MIGRATIONS: list[Migration] = [
             """,
             # The korg-recall block of a MEMORY.md as korg-recall last wrote it: a block that differs
             # was edited by hand, and is left alone.
-            "CREATE TABLE claude_blocks (path TEXT PRIMARY KEY, scope TEXT NOT NULL, sha256 TEXT NOT NULL)",
+            # created: korg-recall made the MEMORY.md itself (it goes when its block is all it holds).
+            "CREATE TABLE claude_blocks (path TEXT PRIMARY KEY, scope TEXT NOT NULL, sha256 TEXT NOT NULL, "
+            "created INTEGER NOT NULL DEFAULT 0)",
         ),
     ),
 ]

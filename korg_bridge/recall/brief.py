@@ -42,12 +42,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from korg_bridge.toolkit import Toolkit
 
-__all__ = ["BYTES_PER_TOKEN", "DEFAULT_BUDGET", "Brief", "build_brief", "context_cmd", "register", "tokens"]
+__all__ = [
+    "BYTES_PER_TOKEN",
+    "DEFAULT_BUDGET",
+    "Brief",
+    "brief_sql",
+    "build_brief",
+    "context_cmd",
+    "count_sql",
+    "register",
+    "tokens",
+]
 
 DEFAULT_BUDGET = 1500
 BYTES_PER_TOKEN = 2.5
-MEMORY_ROWS = 200
-"""Memories read per group at most: far more lines than any budget holds."""
 THREAD_SHARE = 0.3
 """Of the budget, what the last session's threads may take at most (memories get the rest first)."""
 PROMPT_CHARS = 300
@@ -70,15 +78,51 @@ def tokens(text: str) -> int:
 
 
 def brief_sql(group_where: str, scope_count: int, *, skip_auto_memory: bool) -> str:
-    """``WHERE`` of one section: live, trusted, unexpired heads in the scopes, not from an
-    instructions file (nor Claude Code's auto memory when asked). Params: scopes, now."""
+    """One section's rows: live, trusted, unexpired heads in the scopes, not from an instructions
+    file (nor Claude Code's auto memory when asked), pinned then newest. Params: scopes, now, limit."""
+    return (
+        f"SELECT {_ROW_COLUMNS} FROM memory WHERE {_common_where(scope_count, skip_auto_memory)} "
+        f"AND ({group_where}) ORDER BY pinned DESC, recorded_at DESC, id LIMIT ?"
+    )
+
+
+def count_sql(scope_count: int, *, skip_auto_memory: bool) -> str:
+    """How many such memories there are by type and pinned, for the sections' sizes. Params: scopes, now."""
+    return (
+        f"SELECT type, pinned, count(*) FROM memory WHERE {_common_where(scope_count, skip_auto_memory)} "
+        "GROUP BY type, pinned"
+    )
+
+
+def _section_of(kind: str, pinned: bool) -> int | None:
+    """Which of :data:`GROUPS` a memory of ``kind`` falls in (the same test as their SQL)."""
+    if pinned or kind in ("user", "feedback"):
+        return 0
+    return 1 if kind == "project" else 2 if kind in ("reference", "note") else None
+
+
+_ROW_COLUMNS = f"id, type, title, substr(body, 1, {EXCERPT_CHARS * 3}), recorded_at, pinned"
+
+
+def _common_where(scope_count: int, skip_auto_memory: bool) -> str:
     kinds = "('instructions', 'claude-auto-memory')" if skip_auto_memory else "('instructions')"
     return (
         f"scope IN ({', '.join('?' * scope_count)}) AND superseded_by IS NULL AND state = 'live' "
         "AND trust = 'trusted' AND (expires_at IS NULL OR expires_at > ?) "
-        f"AND coalesce(json_extract(source, '$.kind'), '') NOT IN {kinds} AND ({group_where}) "
-        f"ORDER BY pinned DESC, recorded_at DESC, id LIMIT {MEMORY_ROWS}"
+        f"AND coalesce(json_extract(source, '$.kind'), '') NOT IN {kinds}"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """What a brief line shows of a memory (a listing reads a few hundred bytes per memory)."""
+
+    id: str
+    type: str
+    title: str
+    body: str
+    recorded_at: str
+    pinned: bool
 
 
 def _clip(text: str, limit: int) -> str:
@@ -209,41 +253,49 @@ def build_brief(
 def _memories(brief: Brief, ctx: Any, limit: int, *, skip_auto_memory: bool) -> None:
     from korg_bridge.recall.memory import claude_sync
     from korg_bridge.recall.memory.records import iso
-    from korg_bridge.recall.memory.rows import select_versions
     from korg_bridge.recall.memory.sync import sync_mirror
 
     scopes = list(ctx.visible_scopes)
     opened = claude_sync.open_for_reading(ctx, scopes)
     if opened is None:
         return
+    # No line is shorter than ~25 bytes: this many rows per section always fill the budget.
+    room = int(limit * BYTES_PER_TOKEN) // 25 + 1
+    params = (*scopes, iso(ctx.now))
+    totals = [0] * len(GROUPS)
+    sections: list[tuple[str, int, list[_Row]]] = []
     with opened as store:
         sync_mirror(store, ctx, scopes)
         claude_sync.refresh(store, ctx, scopes)
         with store.reading() as conn:
-            sections = [
-                (
-                    title,
-                    select_versions(
-                        conn,
-                        brief_sql(where, len(scopes), skip_auto_memory=skip_auto_memory),
-                        (*scopes, iso(ctx.now)),
-                    ),
-                )
-                for title, where in GROUPS
-            ]
+            for kind, pinned, count in conn.execute(
+                count_sql(len(scopes), skip_auto_memory=skip_auto_memory), params
+            ):
+                section = _section_of(str(kind), bool(pinned))
+                if section is not None:
+                    totals[section] += int(count)
+            for (title, where), total in zip(GROUPS, totals, strict=True):
+                sql = brief_sql(where, len(scopes), skip_auto_memory=skip_auto_memory)
+                rows = [
+                    _Row(str(a), str(b), str(c), str(d or ""), str(e), bool(f))
+                    for a, b, c, d, e, f in (conn.execute(sql, (*params, room)) if total else ())
+                ]
+                sections.append((title, total, rows))
     full = False
-    for title, versions in sections:
-        if not versions:
+    for title, total, rows in sections:
+        if not total:
             continue
         if full or not brief.add(f"{title}:", limit=limit):
             full = True
-            brief.left_out += len(versions)
+            brief.left_out += total
             continue
-        for number, version in enumerate(versions):
-            if not brief.add(_memory_line(version, ctx.now), limit=limit):
+        for number, row in enumerate(rows):
+            if not brief.add(_memory_line(row, ctx.now), limit=limit):
                 full = True
-                brief.left_out += len(versions) - number
+                brief.left_out += total - number
                 break
+        else:
+            brief.left_out += total - len(rows)
 
 
 def context_cmd(args: dict[str, Any]) -> int:

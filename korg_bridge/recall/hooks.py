@@ -26,16 +26,11 @@ auto-memory switch included).
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import json
 import os
-import shlex
-import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +79,9 @@ def target_of(env: Mapping[str, str], agent: str, level: str, root: str) -> Targ
 def hook_command(agent: str, level: str) -> str:
     """The command the hook runs: this korg-recall by absolute path for the user's file, plain
     ``korg-recall`` (from PATH) for a project's file, which others share."""
+    import shlex
+    import shutil
+
     if level == "project":
         return f"korg-recall {MARKER} {agent}"
     found = shutil.which("korg-recall", path=os.path.dirname(sys.executable)) or shutil.which("korg-recall")
@@ -178,6 +176,8 @@ def _save_state(env: Mapping[str, str], state: dict[str, Any]) -> None:
 
 def _backup(env: Mapping[str, str], target: Target, data: bytes, why: str) -> str:
     """Keep a copy of ``data`` under korg-recall's data folder (never replacing one); its path."""
+    from datetime import UTC, datetime
+
     from korg_bridge.durable import reserve, write_all
 
     folder = _data(env) / BACKUPS
@@ -202,6 +202,8 @@ def _with_group(
     text: str | None, value: dict[str, Any] | None, group: dict[str, Any]
 ) -> tuple[str, dict[str, Any], str]:
     """The new text, the object it must parse to, and what was added (file, hooks, event, group)."""
+    import copy
+
     from korg_bridge.recall import json_splice
 
     expected = copy.deepcopy(value) if value is not None else {}
@@ -226,6 +228,9 @@ def install(env: Mapping[str, str], target: Target, command: str) -> dict[str, A
         ConfigError: the file cannot be parsed, read or written (nothing changed).
         Changed: the file changed while it was being written (nothing changed).
     """
+    import hashlib
+    from datetime import UTC, datetime
+
     from korg_bridge.recall.guarded_write import replace, take
 
     snapshot = take(target.path, SETTINGS_CAP)
@@ -273,6 +278,8 @@ def _commands(value: dict[str, Any] | None) -> list[str]:
 
 def _without_ours(text: str, value: dict[str, Any], added: str | None) -> tuple[str, dict[str, Any]]:
     """The text and object with korg-recall's hooks cut out (and the containers it created, if emptied)."""
+    import copy
+
     from korg_bridge.recall import json_splice
 
     expected = copy.deepcopy(value)
@@ -310,6 +317,8 @@ def uninstall(env: Mapping[str, str], target: Target) -> dict[str, Any]:
         ConfigError: the file cannot be parsed, read or written (nothing changed).
         Changed: the file changed while it was being written (nothing changed).
     """
+    import hashlib
+
     from korg_bridge.recall.guarded_write import remove, replace, take
 
     snapshot = take(target.path, SETTINGS_CAP)

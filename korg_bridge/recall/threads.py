@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LAST_PROMPT_SQL", "Thread", "last_thread", "project_transcript_folders"]
+__all__ = ["LAST_PROMPT_SQL", "Thread", "index_path", "last_thread", "project_transcript_folders"]
 
 LAST_PROMPT_SQL = (
     "SELECT source_id, session, ts FROM events WHERE tool = 'user_prompt' AND project = ? "
@@ -37,6 +37,8 @@ TAIL_SQL = (
 )
 """A file's prompts and replies from its end. Params: source id, session, limit."""
 TAIL_ROWS = 200
+SETTLED_FILES = 500
+"""Transcripts a settled-check compares at most before leaving it to a refresh."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,30 @@ def project_transcript_folders(env: Mapping[str, str], root: str) -> list[Path]:
         return []
 
 
+def _settled(conn: sqlite3.Connection, folders: list[Path]) -> bool:
+    """Whether every transcript under ``folders`` is indexed as it is on disk (size and mtime), so a
+    refresh would find nothing; a question for the index's ``sources`` table, asked read-only."""
+    found: dict[str, tuple[int, int]] = {}
+    for folder in folders:
+        for where, _dirs, names in os.walk(folder):
+            for name in names:
+                if name.endswith(".jsonl"):
+                    try:
+                        info = os.stat(os.path.join(where, name))
+                    except OSError:
+                        return False
+                    found[os.path.join(where, name)] = (info.st_size, info.st_mtime_ns)
+            if len(found) > SETTLED_FILES:
+                return False  # a big history: let the refresh judge
+    if not found:
+        return True
+    marks = ", ".join("?" * len(found))
+    rows = conn.execute(
+        f"SELECT path, size, mtime_ns FROM sources WHERE gone_at IS NULL AND path IN ({marks})", tuple(found)
+    ).fetchall()
+    return len(rows) == len(found) and all(found[str(p)] == (int(sz), int(mt)) for p, sz, mt in rows)
+
+
 def _said(row: tuple[Any, ...]) -> Said:
     event_id, _tool, text, body, _timestamp, ts = row
     full = " ".join(f"{text or ''} {body or ''}".split())
@@ -97,24 +123,51 @@ def _read(conn: sqlite3.Connection, root: str) -> Thread | None:
     return Thread(session, prompt, reply)
 
 
+def index_path(env: Mapping[str, str]) -> Path:
+    """The recall index korg-recall uses: ``KORG_RECALL_INDEX``, else under ``$XDG_CACHE_HOME``.
+
+    The rule of :func:`korg_bridge.recall.index.default_index_path` (a test holds them equal),
+    restated here because importing that module brings the whole indexing machinery with it
+    (~30 ms of a brief's cold start) when nothing needs refreshing.
+    """
+    explicit = env.get("KORG_RECALL_INDEX", "").strip()
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    if explicit:
+        return (
+            home / explicit[2:]
+            if explicit == "~" or explicit.startswith("~/")
+            else Path(os.path.abspath(explicit))
+        )
+    cache = env.get("XDG_CACHE_HOME", "").strip()
+    base = Path(cache) if cache and os.path.isabs(cache) else home / ".cache"
+    return base / "korg-recall" / "index.sqlite"
+
+
 def last_thread(env: Mapping[str, str], root: str) -> tuple[Thread | None, str | None]:
     """The project's last session as indexed (after refreshing its transcript folders), and a
     note when history could not be read.
 
     Never raises for the index: a missing or unusable index becomes the note.
     """
-    from korg_bridge.errors import KorgError
-    from korg_bridge.recall.index import Index, default_index_path
-
-    path = Path(env["KORG_RECALL_INDEX"]).expanduser() if env.get("KORG_RECALL_INDEX") else None
-    path = path or default_index_path(env)
+    path = index_path(env)
     if not path.exists():
         return None, "no history indexed yet: run `korg-recall index` once to add the last session here"
+    folders = project_transcript_folders(env, root)
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5.0)
+        try:
+            if _settled(conn, folders):  # nothing to refresh: read it without the indexing machinery
+                return _read(conn, root), None
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return None, f"history not read: the recall index {path} failed ({exc})"
+    from korg_bridge.errors import KorgError
+    from korg_bridge.recall.index import Index
+
     try:
         with Index(path) as index:
-            folders = project_transcript_folders(env, root)
-            if folders:
-                index.refresh(folders)
+            index.refresh(folders)
             return index.read(lambda conn: _read(conn, root)), None
     except KorgError as exc:
         return None, f"history not read: {exc.message}"

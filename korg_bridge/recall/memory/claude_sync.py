@@ -37,16 +37,24 @@ import dataclasses
 import logging
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from korg_bridge.errors import ConfigError, UsageError
+from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import claude_records as records
 from korg_bridge.recall.memory.claude_files import Read, Skip, read_file, read_parts
-from korg_bridge.recall.memory.claude_paths import instruction_files, projects_dir, resolve_folder
-from korg_bridge.recall.memory.claude_records import AUTO_MEMORY, INSTRUCTIONS, WRITEBACK, FileRow, FolderRow
+from korg_bridge.recall.memory.claude_records import AUTO_MEMORY, WRITEBACK, FileRow, FolderRow
+from korg_bridge.recall.memory.claude_scan import (
+    ENV_CLAUDE_MEMORY,
+    Place,
+    anything_to_read,
+    instruction_places,
+    memory_places,
+    open_for_reading,
+    reading_on,
+)
 from korg_bridge.recall.memory.records import Version, iso, new_id
 from korg_bridge.recall.memory.rows import head, insert_version, select_versions, update_head
 from korg_bridge.recall.memory.scopes import Context
@@ -56,136 +64,12 @@ __all__ = ["ENV_CLAUDE_MEMORY", "READER", "anything_to_read", "open_for_reading"
 
 logger = logging.getLogger(__name__)
 
-ENV_CLAUDE_MEMORY = "KORG_RECALL_CLAUDE_MEMORY"
 READER = "claude"
 """The actor of every version read from Claude Code's files."""
 UNKNOWN_PROJECT = (
     "cannot tell which project this folder belongs to: no transcript beside it names a directory of "
     "that name, and no directory on this machine has it"
 )
-
-
-def reading_on(ctx: Context) -> bool:
-    """Whether Claude Code's files are taken in: on unless ``KORG_RECALL_CLAUDE_MEMORY=0``, and
-    never under ``KORG_RECALL_WRITES=off`` (taking a change in is a write).
-
-    Raises:
-        ConfigError: ``KORG_RECALL_CLAUDE_MEMORY`` is not a yes/no value.
-    """
-    raw = ctx.env.get(ENV_CLAUDE_MEMORY, "").strip().lower()
-    if raw and raw not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-        raise ConfigError(
-            f"{ENV_CLAUDE_MEMORY}={ctx.env[ENV_CLAUDE_MEMORY]!r} is not a yes/no value. Set it to 1 or 0."
-        )
-    return raw not in ("0", "false", "no", "off") and ctx.writes != "off"
-
-
-@dataclass(slots=True)
-class _Place:
-    """A folder looked at in this pass and the files found in it."""
-
-    folder: str
-    """The ``folder`` key of its rows (a memory folder, a project root, a config folder)."""
-    kind: str
-    scope: str | None
-    """None: the folder's project is unknown, so its files are skipped."""
-    base: Path
-    """Symlinks must resolve inside this folder."""
-    files: list[tuple[Path, str]] = field(default_factory=list)
-    """``(path, label)``: the label names an instructions file in its memory's title."""
-    complete: bool = True
-    """False when the folder could not be listed: nothing in it counts as gone."""
-
-
-def _md_files(folder: Path) -> list[Path] | None:
-    """The ``*.md`` entries of ``folder`` (not hidden), or None when it cannot be listed."""
-    try:
-        with os.scandir(folder) as entries:
-            return sorted(
-                Path(e.path) for e in entries if e.name.endswith(".md") and not e.name.startswith(".")
-            )
-    except OSError:
-        return None
-
-
-def _memory_places(conn: sqlite3.Connection | None, ctx: Context, updates: list[FolderRow]) -> list[_Place]:
-    """Every memory folder under ``<config>/projects``, with the project each belongs to."""
-    try:
-        with os.scandir(projects_dir(ctx.env)) as entries:
-            folders = sorted(e.path for e in entries if not e.name.startswith(".") and e.is_dir())
-    except OSError:
-        return []  # no config folder (or not mounted): nothing is read, nothing counts as gone
-    known = records.folder_rows(conn) if conn is not None else {}
-    places: list[_Place] = []
-    for folder in folders:
-        memory = Path(folder) / "memory"
-        files = _md_files(memory)
-        recorded = known.get(folder)
-        if files is None:
-            if recorded is not None:  # the memory folder went away: its files are gone
-                scope = f"project:{recorded.root}" if recorded.root else None
-                places.append(_Place(str(memory), AUTO_MEMORY, scope, memory))
-            continue
-        root = recorded.root if recorded is not None else None
-        if conn is not None and root is None:
-            try:
-                mtime = os.stat(folder).st_mtime_ns
-            except OSError:
-                continue
-            if recorded is None or recorded.mtime_ns != mtime:
-                root, how = resolve_folder(Path(folder))
-                updates.append(FolderRow(folder, root, how, mtime))
-        places.append(
-            _Place(
-                str(memory),
-                AUTO_MEMORY,
-                f"project:{root}" if root else None,
-                memory,
-                [(p, "") for p in files],
-            )
-        )
-    return places
-
-
-def _instruction_places(ctx: Context, scopes: Iterable[str]) -> list[_Place]:
-    roots = sorted({scope[len("project:") :] for scope in scopes if scope.startswith("project:")})
-    by_folder: dict[str, _Place] = {}
-    seen: set[str] = set()
-    for path, scope, folder in instruction_files(ctx.env, roots):
-        place = by_folder.get(folder)
-        if place is None:
-            place = by_folder[folder] = _Place(folder, INSTRUCTIONS, scope, Path(folder))
-            place.complete = os.path.isdir(folder)
-        real = os.path.realpath(path)
-        if (path.exists() or path.is_symlink()) and real not in seen:  # CLAUDE.md -> AGENTS.md: read once
-            seen.add(real)
-            owner = "Claude Code" if path.name == "CLAUDE.md" else "Codex"
-            label = os.path.relpath(path, folder) if scope != "user" else f"{path.name} ({owner}, user)"
-            place.files.append((path, label))
-    return list(by_folder.values())
-
-
-def anything_to_read(ctx: Context, scopes: Sequence[str]) -> bool:
-    """Whether Claude Code's folders or an instructions file hold anything (a store is worth creating)."""
-    if not reading_on(ctx):
-        return False
-    places = _memory_places(None, ctx, []) + _instruction_places(ctx, scopes)
-    return any(place.files for place in places)
-
-
-def open_for_reading(ctx: Context, scopes: Sequence[str]) -> Store | None:
-    """The memory store for a read: the existing one; a new one only when Claude Code's files hold
-    something to take in (else None: reading never creates an empty store).
-
-    Raises:
-        ConfigError: the store path cannot be used (see :mod:`.store`), or a bad switch value.
-    """
-    from korg_bridge.recall.memory.store import default_store_path
-
-    path = default_store_path(ctx.env)
-    if path.exists() or anything_to_read(ctx, scopes):
-        return Store(path)
-    return None
 
 
 @dataclass(slots=True)
@@ -212,14 +96,14 @@ def refresh(store: Store, ctx: Context, scopes: Sequence[str]) -> list[str]:
     if not reading_on(ctx):
         return []
     updates: list[FolderRow] = []
-    places = _memory_places(store.conn, ctx, updates)
+    places = memory_places(store.conn, ctx, updates)
     for update in updates:  # a folder just mapped to its project: its files are read in this pass
         for place in places:
             if place.folder == str(Path(update.path) / "memory") and update.root:
                 place.scope = f"project:{update.root}"
-    places += _instruction_places(ctx, scopes)
+    places += instruction_places(ctx, scopes)
     recorded = records.file_rows(store.conn, folders=[place.folder for place in places])
-    work: list[tuple[_Place, Path, str, FileRow | None]] = []
+    work: list[tuple[Place, Path, str, FileRow | None]] = []
     gone: list[FileRow] = []
     for place in places:
         seen: set[str] = set()
@@ -274,7 +158,7 @@ def _settled(path: Path, row: FileRow) -> bool:
     return info.st_size == row.size and info.st_mtime_ns == row.mtime_ns
 
 
-def _one(conn: sqlite3.Connection, ctx: Context, place: _Place, path: Path, label: str, done: _Pass) -> None:
+def _one(conn: sqlite3.Connection, ctx: Context, place: Place, path: Path, label: str, done: _Pass) -> None:
     """Take in one file found changed (inside the pass's transaction)."""
     row = records.file_row(conn, str(path))  # as it is now: another process may have taken it in
     if row is not None and row.kind == WRITEBACK:
@@ -315,7 +199,7 @@ def _one(conn: sqlite3.Connection, ctx: Context, place: _Place, path: Path, labe
 
 def _skip(
     conn: sqlite3.Connection,
-    place: _Place,
+    place: Place,
     path: Path,
     row: FileRow | None,
     skip: Skip,
@@ -338,7 +222,7 @@ def _skip(
         done.problems.append(f"{path}: {skip.reason}; skipped")
 
 
-def _source(place: _Place, path: Path, number: int, total: int) -> dict[str, Any]:
+def _source(place: Place, path: Path, number: int, total: int) -> dict[str, Any]:
     source: dict[str, Any] = {"kind": place.kind, "file": str(path)}
     if total > 1:
         source["part"] = f"{number}/{total}"
@@ -348,7 +232,7 @@ def _source(place: _Place, path: Path, number: int, total: int) -> dict[str, Any
 def _apply_parts(
     conn: sqlite3.Connection,
     ctx: Context,
-    place: _Place,
+    place: Place,
     path: Path,
     parts: Sequence[Any],
     row: FileRow | None,
@@ -434,7 +318,7 @@ def _gone(conn: sqlite3.Connection, ctx: Context, row: FileRow, done: _Pass) -> 
 
 
 def _our_file_edited(
-    conn: sqlite3.Connection, ctx: Context, place: _Place, path: Path, row: FileRow, done: _Pass
+    conn: sqlite3.Connection, ctx: Context, place: Place, path: Path, row: FileRow, done: _Pass
 ) -> None:
     """A topic file korg-recall wrote changed on disk: the edit becomes a version of our memory."""
     from korg_bridge.recall.memory.drafts import prepare_text

@@ -4,12 +4,14 @@
     python bench/memory_bench.py --no-write  # print only
     python bench/memory_bench.py --quality   # the two suites only (~1 min), print only
     python bench/memory_bench.py --check     # exit 1 when a target is missed
+    python bench/memory_bench.py --context-only  # the session-start brief's row only (~3 min)
 
 1. **Latency**, each a fresh ``korg-recall`` process as the bridge runs it per
    tool call, keyword only (no embedding model in the environment): ``remember``
    and ``memories`` with 10k memories in the store (7k in the project, 3k for
    the user: all visible to a call), and ``recall`` with those 10k memories and
-   100k history events (the corpus of ``bench/recall_bench.py``, indexed first).
+   100k history events (the corpus of ``bench/recall_bench.py``, indexed first);
+   ``context`` (the session-start brief) with the same store and history.
    The 10k memories are written in process through the store's row API (10k
    processes would take an hour) and their mirror files settled before timing,
    as on a machine in use. Wall and CPU time per process (``wait4``): the
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import random
 import shutil
@@ -197,6 +200,7 @@ class Latency:
     store_mib: float = 0.0
     index_s: float = 0.0
     rows: dict[str, Timing] = field(default_factory=dict)
+    context: tuple[Timing, Timing, Timing] | None = None
 
 
 def _env(workdir: Path, project: Path) -> dict[str, str]:
@@ -259,6 +263,129 @@ def measure_latency(workdir: Path) -> Latency:
             print(f"latency: {label} ...", file=sys.stderr)
             result.rows[label] = runner.time(calls)
     return result
+
+
+CONTEXT_PROJECT = "/home/dev/work/billing-api"
+"""The brief's project: one of the history corpus's, so the last session is found and read."""
+CONTEXT_TOPICS = 20
+"""Topic files in the project's Claude Code memory folder: each call stats them (settled)."""
+
+
+def measure_context(
+    workdir: Path, corpus: Path | None = None, index: Path | None = None
+) -> tuple[Timing, float]:
+    """``korg-recall context`` in a fresh process: 10k memories (spread: 3,000 visible), 100k history
+    events indexed, a Claude Code memory folder of :data:`CONTEXT_TOPICS` topic files; keyword only.
+    Returns the timings with the history only in the index, with the project's own Claude Code
+    transcripts (three sessions) settled, and with one of them grown before each call; and the
+    seconds indexing took."""
+    where = workdir / "context"
+    project = where / "project"
+    project.mkdir(parents=True)
+    store = where / "data" / "korg-recall" / "memory.sqlite"
+    print(f"context: writing {MEMORIES} memories ...", file=sys.stderr)
+    build_store(store, f"project:{CONTEXT_PROJECT}", "spread")
+    env = _env(where, project)
+    env["KORG_RECALL_PROJECT"] = CONTEXT_PROJECT
+    claude = Path(env["HOME"]) / ".claude" / "projects" / CONTEXT_PROJECT.replace("/", "-") / "memory"
+    claude.mkdir(parents=True)
+    for n in range(CONTEXT_TOPICS):
+        (claude / f"project_topic_{n}.md").write_text(
+            f"---\nname: Topic {n}\ndescription: Fact number {n} about billing\ntype: project\n---\nBody {n}.\n"
+        )
+    indexed = 0.0
+    if corpus is None or index is None:
+        corpus = where / "corpus"
+        print(f"context: generating and indexing {EVENTS} history events ...", file=sys.stderr)
+        recall_bench.generate_corpus(corpus, EVENTS)
+        index = where / "cache" / "index.sqlite"
+    env.update(KORG_RECALL_LEDGER=str(corpus), KORG_RECALL_INDEX=str(index))
+    runner = Runner(env, project)
+    started = time.perf_counter()
+    runner.run("index")
+    indexed = time.perf_counter() - started
+    _, _, out = runner.run("context")
+    if "Where the last session left off:" not in out:
+        raise RuntimeError(f"the brief lacks the last session:\n{out}")
+    _, _, listed = runner.run("memories", "--tag", "Topic")  # Claude Code's topic files were taken in
+    if '"total": 0' in listed and "claude-auto-memory" not in runner.run("memories", "--stats")[2]:
+        raise RuntimeError("Claude Code's memory folder was not read")
+    print("latency: context ...", file=sys.stderr)
+    plain = runner.time([["context"]] * (SAMPLES + 2))
+    # A Claude Code user's case: the project's own transcript folder, refreshed by every brief.
+    sessions = claude.parent
+    for number in range(3):
+        lines = [
+            {"type": kind, "sessionId": f"s{number}", "cwd": CONTEXT_PROJECT, "timestamp": f"2026-11-0{number + 1}T10:00:0{turn}Z",
+             "message": {"role": kind, "content": text if kind == "user" else [{"type": "text", "text": text}]}}
+            for turn, (kind, text) in enumerate((("user", f"prompt {number}"), ("assistant", f"reply {number}")))
+        ]  # fmt: skip
+        (sessions / f"s{number}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    settled = runner.time([["context"]] * (SAMPLES + 2))
+    grown = Timing()  # the usual session start: the last session's transcript grew since the last brief
+    for number in range(SAMPLES + 2):
+        turn = [
+            {"type": kind, "sessionId": "s2", "cwd": CONTEXT_PROJECT, "timestamp": f"2026-11-03T11:{number // 60:02d}:{number % 60:02d}Z",
+             "message": {"role": kind, "content": text if kind == "user" else [{"type": "text", "text": text}]}}
+            for kind, text in (("user", f"next step {number}"), ("assistant", f"done {number}"))
+        ]  # fmt: skip
+        with open(sessions / "s2.jsonl", "a", encoding="utf-8") as handle:
+            handle.write("".join(json.dumps(line) + "\n" for line in turn))
+        wall, cpu, _ = runner.run("context")
+        if number >= 2:
+            grown.wall_ms.append(wall)
+            grown.cpu_ms.append(cpu)
+    return plain, settled, grown, indexed
+
+
+def context_block(plain: Timing, settled: Timing, grown: Timing) -> str:
+    """The brief's rows, kept between their own markers inside the memory section."""
+    rows = []
+    for label, timing, target in (
+        ("**`context`** (session-start brief)", plain, TARGET_RECALL_MS),
+        ("`context`, the project's Claude Code sessions as indexed", settled, None),
+        ("`context`, the last session grown since (refreshed)", grown, None),
+    ):
+        passed = None if target is None else timing.p(95, cpu=True) <= target
+        rows.append([
+            label, f"{timing.p(50):.0f} / {timing.p(95):.0f} ms",
+            f"{timing.p(50, True):.0f} / {timing.p(95, True):.0f} ms", f"{len(timing.wall_ms)}",
+            f"p95 ≤ {target:.0f} ms" if target else "-", common.verdict(passed),
+        ])  # fmt: skip
+    table = common.markdown_table(
+        ["fresh process", "wall p50 / p95", "CPU p50 / p95", "n", "target", "verdict"], rows
+    )
+    return (
+        "The session-start brief (`korg-recall context`, default budget 1,500 tokens), keyword only: the "
+        "same 10,000 memories (spread: 3,000 visible; the project is one of the history corpus's), the "
+        "100,000 history events indexed, and a Claude Code memory folder of "
+        f"{CONTEXT_TOPICS} topic files for the project. Each call scans the mirror and that folder "
+        "(settled: a `stat` per file), reads three groups of memories, refreshes the project's Claude Code "
+        "transcript folders, and finds the last session's prompt and reply in the index. The first row has "
+        "no such folder (the history is in the index only); the second gives the project three Claude Code "
+        "sessions of its own, indexed as they are (a `stat` per file against the index, then read without "
+        "the indexing machinery); the third appends a turn to one of them before each call, as at a real "
+        "session start, so each brief refreshes the index through it. The target (the issue's: 10,000 "
+        "memories and 100,000 events) is on the first row; the other two carry none and show what a Claude "
+        "Code user's brief costs: about 40 ms more when the last session grew, for importing the indexing "
+        "machinery (~20 ms) and the refresh's read and write of the new lines -- its p95 has been measured "
+        "above 200 ms CPU on this shared machine.\n\n"
+        + table
+        + "\n\n**Rerun (this block only):** `python bench/memory_bench.py --context-only`"
+    )
+
+
+def write_context_block(block: str) -> Path:
+    """Put the brief's row into the memory section of docs/benchmarks.md, leaving the rest as it is."""
+    path = common.BENCHMARKS_MD
+    document = path.read_text(encoding="utf-8")
+    start, end = common._markers(SECTION)
+    i, j = document.find(start), document.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"docs/benchmarks.md has no {SECTION} section; run the full benchmark first.")
+    body = document[i + len(start) : j]
+    updated = common.replace_section(body.strip("\n"), "memory_context", block)
+    return common.write_section(SECTION, updated)
 
 
 # --- the quality suites -----------------------------------------------------------------------------
@@ -460,6 +587,10 @@ def render(
     parts: list[str] = []
     if latency is not None:
         parts.append(latency_table(latency, report))
+        if latency.context is not None:
+            report.append(latency.context[0].p(95, cpu=True) <= TARGET_RECALL_MS)
+            start, end = common._markers("memory_context")
+            parts.append(f"{start}\n{context_block(*latency.context)}\n{end}")
     tables = quality_tables(quality, report)
     notes = [QUALITY_INTRO, tables]
     if latency is not None:
@@ -486,7 +617,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone")
     parser.add_argument("--quality", action="store_true", help="the quality suites only; prints only")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--context-only",
+        action="store_true",
+        help="only the session-start brief's row (~3 min); replaces that row in docs/benchmarks.md",
+    )
     args = parser.parse_args(argv)
+    if args.context_only:
+        return _context_only(args.no_write, args.check)
     started = time.perf_counter()
     where = common.machine()
     recall_bench.compile_bytecode()
@@ -495,6 +633,12 @@ def main(argv: list[str] | None = None) -> int:
         saved = os.environ.pop(MODEL_DIR_ENV, None)  # latency is keyword only
         try:
             latency = None if args.quality else measure_latency(workdir / "latency")
+            if latency is not None:  # the spread layout's corpus and index, reused
+                spread = workdir / "latency" / "spread"
+                plain, settled, grown, _ = measure_context(
+                    workdir / "latency", spread / "corpus", spread / "cache" / "index.sqlite"
+                )
+                latency.context = (plain, settled, grown)
         finally:
             if saved is not None:
                 os.environ[MODEL_DIR_ENV] = saved
@@ -507,6 +651,23 @@ def main(argv: list[str] | None = None) -> int:
         path = common.write_section(SECTION, body)
         print(f"wrote the {SECTION} section of {path}", file=sys.stderr)
     return 1 if args.check and failed else 0
+
+
+def _context_only(no_write: bool, check: bool) -> int:
+    recall_bench.compile_bytecode()
+    saved = os.environ.pop(MODEL_DIR_ENV, None)
+    try:
+        with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
+            timing, settled, grown, indexed = measure_context(Path(tmp))
+    finally:
+        if saved is not None:
+            os.environ[MODEL_DIR_ENV] = saved
+    block = context_block(timing, settled, grown)
+    print(block)
+    print(f"(indexing the 100k events took {indexed:.0f} s)", file=sys.stderr)
+    if not no_write:
+        print(f"wrote the context row into {write_context_block(block)}", file=sys.stderr)
+    return 1 if check and timing.p(95, cpu=True) > TARGET_RECALL_MS else 0
 
 
 if __name__ == "__main__":

@@ -139,12 +139,44 @@ class Catalogue:
             # Either form is accepted; a tool name wins if it equals another's command_id.
             self._lookup.setdefault(entry.spec.command_id, entry)
         self._tools = [self._tool(entry) for entry in self.entries]
+        self._resources: dict[str, Entry] = {}
+        for entry in self.entries:
+            resource = entry.spec.resource
+            if resource is None or not entry.allowed:
+                continue
+            holder = self._resources.get(resource.uri)
+            if holder is not None:
+                raise ConfigError(
+                    f"resource {resource.uri!r} is declared by both {holder.spec.command_id!r} and "
+                    f"{entry.spec.command_id!r}; drop one with --exclude-tool."
+                )
+            self._resources[resource.uri] = entry
 
     def find(self, name: str) -> Entry | None:
         return self._lookup.get(name)
 
     def tools(self) -> list[types.Tool]:
         return list(self._tools)
+
+    def resources(self) -> list[types.Resource]:
+        """The optional v1 ``resource`` extension: each allowed callable declaring one."""
+        out: list[types.Resource] = []
+        for uri, entry in self._resources.items():
+            resource = entry.spec.resource
+            assert resource is not None
+            out.append(
+                types.Resource(
+                    uri=uri,
+                    name=resource.name,
+                    description=resource.description or entry.spec.description,
+                    mime_type=resource.mime_type,
+                    _meta={f"{META_PREFIX}command_id": entry.spec.command_id},
+                )
+            )
+        return out
+
+    def find_resource(self, uri: str) -> Entry | None:
+        return self._resources.get(uri)
 
     def _tool(self, entry: Entry) -> types.Tool:
         spec = entry.spec

@@ -85,6 +85,20 @@ class Capabilities:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    """An optional v1 extension: the callable's stdout, run with no arguments, read as a resource."""
+
+    uri: str
+    name: str
+    description: str | None
+    mime_type: str
+
+
+RESOURCE_EFFECTS = ("none", "fs_read")
+"""A resource read must not change anything: only callables with these side effects may be one."""
+
+
+@dataclass(frozen=True, slots=True)
 class CallableSpec:
     """One servable callable, with its input validator compiled once."""
 
@@ -97,6 +111,7 @@ class CallableSpec:
     output_schema: dict[str, Any] | None = None
     output_validator: Validator | None = field(default=None, repr=False, compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    resource: ResourceSpec | None = None
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -269,6 +284,7 @@ def _build_spec(entry: dict[str, Any]) -> CallableSpec:
     side = caps.get("side_effects")
     mode = caps.get("output_mode")
     description = entry.get("description")
+    resource = _resource(entry, side if isinstance(side, str) else None)
     return CallableSpec(
         command_id=entry["command_id"],
         name=entry["name"],
@@ -284,6 +300,31 @@ def _build_spec(entry: dict[str, Any]) -> CallableSpec:
         output_schema=output_schema,
         output_validator=output_validator,
         raw=entry,
+        resource=resource,
+    )
+
+
+def _resource(entry: dict[str, Any], side_effects: str | None) -> ResourceSpec | None:
+    """The callable's ``resource`` (its shape was checked with the callable's).
+
+    Raises:
+        DocumentError: a resource on a callable that changes something or needs arguments.
+    """
+    raw = entry.get("resource")
+    if not isinstance(raw, dict):
+        return None
+    required = entry["input_schema"].get("required") or []
+    if side_effects not in RESOURCE_EFFECTS or required:
+        raise DocumentError(
+            f"resource {raw['uri']!r}: a resource is read with no arguments and changes nothing; its callable "
+            f"must have side_effects none or fs_read and no required properties"
+        )
+    name, description, mime = raw.get("name"), raw.get("description"), raw.get("mime_type")
+    return ResourceSpec(
+        uri=raw["uri"],
+        name=name if isinstance(name, str) else str(entry["name"]),
+        description=description if isinstance(description, str) else None,
+        mime_type=mime if isinstance(mime, str) else "text/plain",
     )
 
 

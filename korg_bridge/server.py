@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONCURRENCY = 8
+RESOURCE_NOT_FOUND = -32002
+"""The MCP specification's error code for a resource that does not exist."""
 
 
 @dataclass(slots=True)
@@ -235,6 +237,41 @@ class Bridge:
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
+    # --- resources (the optional v1 ``resource`` extension) ----------------------------------
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        if self.options.reload:
+            await self.check_drift()
+        return types.ListResourcesResult(resources=self.catalogue.resources())
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        """Run the resource's callable with no arguments, as a tool call is run (policy, bounds,
+        audit); its stdout is the resource. A failure is a JSON-RPC error: there is no ``isError``
+        result for a read.
+
+        Raises:
+            MCPError: no such resource, or the callable failed.
+        """
+        uri = str(params.uri)
+        entry = self.catalogue.find_resource(uri)
+        if entry is None:
+            raise MCPError(
+                code=RESOURCE_NOT_FOUND, message=f"Unknown resource: {uri!r}. Call resources/list."
+            )
+        result = await self.call_tool(ctx, types.CallToolRequestParams(name=entry.name, arguments={}))
+        text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+        if result.is_error:
+            raise MCPError(code=types.INTERNAL_ERROR, message=f"reading {uri} failed: {text[:2000]}")
+        resource = entry.spec.resource
+        mime = resource.mime_type if resource is not None else "text/plain"
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
+        )
+
     async def _call(
         self,
         ctx: ServerRequestContext[Any],
@@ -394,6 +431,7 @@ class Bridge:
                 tg.cancel_scope.cancel()
 
         names = ", ".join(w.document.binary for w in self.watches)
+        serves_resources = bool(self.catalogue.resources())
         return _BridgeServer(
             f"korg-bridge:{names}" if len(self.watches) == 1 else "korg-bridge",
             version=__version__,
@@ -405,6 +443,9 @@ class Bridge:
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
             on_subscriptions_listen=ListenHandler(self.bus),
+            # Only for binaries that declare resources: the others' capabilities stay as they were.
+            on_list_resources=self.list_resources if serves_resources else None,
+            on_read_resource=self.read_resource if serves_resources else None,
         )
 
 

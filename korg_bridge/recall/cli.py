@@ -599,6 +599,12 @@ from korg_bridge.recall.memory.commands import register as _register_memory  # n
 
 _register_memory(kit)  # remember, revise, forget, memories, restore (korg_bridge/recall/memory/)
 
+from korg_bridge.recall.brief import register as _register_brief  # noqa: E402
+from korg_bridge.recall.hook_commands import register as _register_hooks  # noqa: E402
+
+_register_brief(kit)  # context: the session-start brief (korg_bridge/recall/brief.py)
+_register_hooks(kit)  # hooks install|uninstall|status (korg_bridge/recall/hook_commands.py, hooks.py)
+
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

@@ -31,6 +31,9 @@ from korg_bridge.recall.modes import RECALL_MODES
 from korg_bridge.recall.paging import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, RESPONSE_CHARS
 
 __all__ = [
+    "CONTEXT_CLI_FLAGS",
+    "CONTEXT_SCHEMA",
+    "HOOKS_SCHEMA",
     "LEDGER_PROP",
     "PROJECT_PROP",
     "RECALL_KINDS",
@@ -272,4 +275,56 @@ VERIFY_SCHEMA: dict[str, Any] = {
         },
     },
     "required": ["path"],
+}
+
+CONTEXT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "budget": {
+            "type": "integer",
+            "minimum": 100,
+            "maximum": 8000,
+            "default": 1500,
+            "description": (
+                "Tokens the brief may take at most (counted as UTF-8 bytes / 2.5, which over-counts English). "
+                "Default 1500."
+            ),
+        },
+        "project": {
+            "type": "string",
+            "maxLength": MAX_PATH_CHARS,
+            "description": (
+                "The project to brief on: a folder path, matched by its git repository's root. Default: the "
+                "working directory."
+            ),
+        },
+    },
+}
+
+CONTEXT_CLI_FLAGS: dict[str, Any] = {
+    "hook": {
+        "type": "string",
+        "enum": ["claude", "codex"],
+        "description": (
+            "Print the brief as a SessionStart hook's JSON for that agent (hookSpecificOutput.additionalContext) "
+            "and leave out what the agent loads itself (claude: its auto memory). Nothing is printed when "
+            "there is nothing to say; problems become notes on stderr and the exit status stays 0."
+        ),
+    },
+}
+
+HOOKS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "claude": {"type": "boolean", "description": "Claude Code's settings.json (the default agent)."},
+        "codex": {"type": "boolean", "description": "Codex's hooks.json instead."},
+        "user": {
+            "type": "boolean",
+            "description": "The user's file (~/.claude/settings.json, ~/.codex/hooks.json): every project (default).",
+        },
+        "project": {
+            "type": "boolean",
+            "description": "This project's file (.claude/settings.json, .codex/hooks.json at the git root).",
+        },
+    },
 }

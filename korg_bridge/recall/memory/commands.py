@@ -283,7 +283,10 @@ def memories_cmd(args: dict[str, Any]) -> int:
     from korg_bridge.recall.memory import listing
 
     listing.parse_cursor(args.get("cursor"))
-    if not _exists():
+    from korg_bridge.recall.memory import claude_sync
+
+    opened = claude_sync.open_for_reading(ctx, scopes)  # Claude Code's memories count as something
+    if opened is None:
         if args.get("ids"):
             raise UsageError("no memories yet: the memory store does not exist. Remember something first.")
         _print({"scopes": list(scopes), "total": 0, "shown": 0, "lines": [], "next_cursor": None})
@@ -291,8 +294,9 @@ def memories_cmd(args: dict[str, Any]) -> int:
     from korg_bridge.recall.memory import oplog
     from korg_bridge.recall.memory.sync import sync_mirror
 
-    with _open() as store:
+    with opened as store:
         problems = sync_mirror(store, ctx, scopes)
+        problems += claude_sync.refresh(store, ctx, scopes)  # what Claude Code changed in its folders
         oplog.flush(store, ctx.env)
         if args.get("ids"):
             result = listing.read_full(

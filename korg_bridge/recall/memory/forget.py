@@ -251,7 +251,13 @@ def _act(
     for path, sha in ours:
         if not mirror.remove_if_unchanged(root, path, sha):
             found.append(f"{root / path} was edited by hand; left as it is (delete it yourself)")
-    checks = finish(store, ctx, ids=done if mode == "retire" else (), problems=found)
+    checks = finish(
+        store,
+        ctx,
+        ids=done if mode == "retire" else (),
+        problems=found,
+        purged=done if mode == "purge" else (),
+    )
     result: dict[str, Any] = {"status": f"{mode}d" if done else "unchanged", "mode": mode, "ids": done}
     if unchanged:
         result["unchanged"] = unchanged

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from korg_bridge.errors import UsageError
+from korg_bridge.recall.memory.claude_records import source_kind
 from korg_bridge.recall.memory.records import Version, check_id, iso
 from korg_bridge.recall.memory.rows import lineage, links_of
 from korg_bridge.recall.memory.safety import age_label, escape_body
@@ -42,6 +43,9 @@ def line_of(version: Version | _Line, now: float, project: str) -> str:
         )
         if on
     ]
+    kind = source_kind(version.source)
+    if kind:  # a copy of one of Claude Code's files (or an instructions file): say which kind
+        flags.append(f"[{kind}]")
     where = "" if version.scope == project else f" ({'user' if version.scope == 'user' else version.scope})"
     head = f"{version.id} {version.type} {age_label(version.recorded_at, now)}{where} "
     tail = (" " + " ".join(flags)) if flags else ""
@@ -65,7 +69,7 @@ def parse_cursor(cursor: str | None) -> int:
     return offset
 
 
-_LINE_COLUMNS = "id, type, scope, title, recorded_at, pinned, trust, conflict, state, expires_at"
+_LINE_COLUMNS = "id, type, scope, title, recorded_at, pinned, trust, conflict, state, expires_at, json_extract(source, '$.kind')"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,11 @@ class _Line:
     conflict: bool
     state: str
     expires_at: str | None
+    source_kind: str | None = None
+
+    @property
+    def source(self) -> dict[str, Any] | None:
+        return {"kind": self.source_kind} if self.source_kind else None
 
 
 def listing_sql(scope_count: int, *, states: int, kind: bool, tag: bool, hide_expired: bool) -> str:
@@ -147,7 +156,7 @@ def index_lines(
     lines: list[str] = []
     spent = 0
     for row in rows:
-        memory_id, kind_, scope, title, recorded_at, pinned, trust, conflict, state, expires_at = row
+        memory_id, kind_, scope, title, recorded_at, pinned, trust, conflict, state, expires_at, origin = row
         shown = _Line(
             memory_id,
             kind_,
@@ -159,6 +168,7 @@ def index_lines(
             bool(conflict),
             state,
             expires_at,
+            origin,
         )
         line = line_of(shown, now, project)
         cost = len(line) // CHARS_PER_TOKEN + 1

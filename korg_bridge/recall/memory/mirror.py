@@ -272,12 +272,14 @@ def forget_path(conn: sqlite3.Connection, path: str) -> None:
 def _plan(conn: sqlite3.Connection, ids: Sequence[str]) -> list[Any]:
     """What :func:`reconcile` has to do for ``ids``: heads whose file is missing or stale, files
     of our own whose memory is no longer live."""
+    from korg_bridge.recall.memory.claude_records import is_derived
     from korg_bridge.recall.memory.rows import select_versions
 
     where, params = f"id IN ({', '.join('?' * len(ids))})", list(ids)
     heads = {
         v.id: v
         for v in select_versions(conn, f"{where} AND superseded_by IS NULL AND state = 'live'", params)
+        if not is_derived(v)  # a copy of Claude Code's file: that file is where it is edited
     }
     ours: dict[str, list[tuple[str, int | None, str]]] = {}
     theirs: set[str] = set()

@@ -20,6 +20,7 @@ from typing import Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import oplog
+from korg_bridge.recall.memory.claude_records import derived_refusal, is_derived
 from korg_bridge.recall.memory.drafts import checked_key, checked_tags, checked_type, make_draft, prepare_text
 from korg_bridge.recall.memory.normalize import title_of
 from korg_bridge.recall.memory.policy import SCOPE_SOFT_CAP, decide
@@ -208,6 +209,8 @@ def revise(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, Any
     problems = sync_mirror(store, ctx, (_current(store, memory_id).scope, *ctx.visible_scopes))
     with store.write() as conn:
         current = _current(store, memory_id)
+        if is_derived(current):
+            raise UsageError(derived_refusal(current))
         expected = args.get("expected_version")
         if expected is not None and expected != current.version:
             raise UsageError(

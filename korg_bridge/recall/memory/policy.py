@@ -27,6 +27,7 @@ from typing import Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.fts import STOPWORDS
+from korg_bridge.recall.memory.claude_records import derived_refusal, is_derived
 from korg_bridge.recall.memory.normalize import differences, has_value, jaccard, word_set, words
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.rows import head, select_versions
@@ -207,6 +208,8 @@ def decide(conn: sqlite3.Connection, draft: Draft, cosines: dict[str, float]) ->
             raise UsageError(
                 f"supersedes={draft.supersedes}: that memory was purged; remember this one anew."
             )
+        if is_derived(target_head):
+            raise UsageError(derived_refusal(target_head))
         return Decision("superseded", target_head, checks={"supersedes": draft.supersedes})
     exact = _current(conn, "scope = ? AND content_hash = ?", (draft.scope, draft.content_hash))
     if exact:
@@ -236,7 +239,8 @@ def _near(conn: sqlite3.Connection, draft: Draft, cosines: dict[str, float]) -> 
         entry = Similar(
             candidate.id, candidate.version, candidate.title, float(score or 0.0), measure, differing
         )
-        if merge_by and not differing and candidate.state == "live":
+        # Never merged into a copy of Claude Code's file: the file would undo it on its next change.
+        if merge_by and not differing and candidate.state == "live" and not is_derived(candidate):
             if merge is None or entry.similarity > merge[0]:
                 merge = (entry.similarity, candidate, entry)
             continue

@@ -128,7 +128,6 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
         ConfigError, KorgError: the store cannot be used (only when ``strict``).
     """
     from korg_bridge.recall.memory.scopes import Context
-    from korg_bridge.recall.memory.store import Store, default_store_path
     from korg_bridge.recall.timeparse import parse_time
 
     ctx = Context.from_env(env)
@@ -136,14 +135,17 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
     as_of = parse_time(str(args["as_of"]), now=ctx.now) if args.get("as_of") else None
     section = MemorySection(scopes, ctx.now)
     try:
-        path = default_store_path(env)
-        if not path.exists():
+        from korg_bridge.recall.memory import claude_sync
+
+        opened = claude_sync.open_for_reading(ctx, scopes)  # never creates an empty store
+        if opened is None:
             return section
         from korg_bridge.recall.memory.search import search_memories
         from korg_bridge.recall.memory.sync import sync_mirror
 
-        with Store(path) as store:
+        with opened as store:
             sync_mirror(store, ctx, scopes)  # hand edits count before anything is searched
+            claude_sync.refresh(store, ctx, scopes)  # and what Claude Code changed in its folders
             with store.reading() as conn:
                 section.hits = search_memories(
                     conn,

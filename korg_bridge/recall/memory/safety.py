@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from korg_bridge.recall.memory.claude_records import source_kind
 from korg_bridge.recall.memory.records import Version, age_days, parse_iso
 
 __all__ = [
@@ -157,6 +158,9 @@ def render_block(version: Version, now: float, extra: Mapping[str, object] | Non
         "actor": version.actor,
         "trust": version.trust,
     }
+    kind = source_kind(version.source)
+    if kind:  # a copy of a file of Claude Code's (or an AGENTS.md)
+        attrs["source_kind"] = kind
     attrs.update(extra or {})
     head = "<memory " + " ".join(f"{name}={_attr(value)}" for name, value in attrs.items()) + ">"
     lines = [head]

@@ -131,6 +131,47 @@ MIGRATIONS: list[Migration] = [
             "CREATE TABLE mirror_dirty (id TEXT PRIMARY KEY)",
         ),
     ),
+    (
+        "m005_claude_interop",
+        (
+            # Files of Claude Code's (its memory folders, CLAUDE.md/AGENTS.md) that korg-recall read,
+            # and the topic files it wrote there when write-back is on (see claude_records.py).
+            # kind: claude-auto-memory | instructions | writeback. ids: the lineages a file became
+            # (one per part of a long file), JSON. links: the [[wiki-links]] it names, JSON.
+            # status: taken | skipped | gone (read ones), ours | archived (written ones).
+            """
+            CREATE TABLE claude_files (
+                path TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                scope TEXT NOT NULL,
+                folder TEXT NOT NULL,
+                ids TEXT NOT NULL DEFAULT '[]',
+                links TEXT NOT NULL DEFAULT '[]',
+                size INTEGER NOT NULL DEFAULT 0,
+                mtime_ns INTEGER NOT NULL DEFAULT 0,
+                sha256 TEXT NOT NULL DEFAULT '',
+                status TEXT NOT NULL,
+                reason TEXT
+            )
+            """,
+            "CREATE INDEX claude_files_folder ON claude_files(folder)",
+            # Project folders under <config>/projects and the project root each belongs to (NULL:
+            # not known; tried again when the folder changes). how: transcript | file system | writeback.
+            """
+            CREATE TABLE claude_folders (
+                path TEXT PRIMARY KEY,
+                root TEXT,
+                how TEXT NOT NULL,
+                mtime_ns INTEGER NOT NULL DEFAULT 0
+            )
+            """,
+            # The korg-recall block of a MEMORY.md as korg-recall last wrote it: a block that differs
+            # was edited by hand, and is left alone.
+            # created: korg-recall made the MEMORY.md itself (it goes when its block is all it holds).
+            "CREATE TABLE claude_blocks (path TEXT PRIMARY KEY, scope TEXT NOT NULL, sha256 TEXT NOT NULL, "
+            "created INTEGER NOT NULL DEFAULT 0)",
+        ),
+    ),
 ]
 
 TABLES = frozenset(
@@ -144,6 +185,9 @@ TABLES = frozenset(
         "oplog_pending",
         "meta",
         "mirror_dirty",
+        "claude_files",
+        "claude_folders",
+        "claude_blocks",
     }
 )
 """Tables a store opened by this version must have."""

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from korg_bridge.recall.fts import STOPWORDS, query_terms
+from korg_bridge.recall.memory.claude_records import source_kind
 from korg_bridge.recall.memory.records import Version, age_days, iso
 from korg_bridge.recall.memory.rows import head, lineage, select_versions
 from korg_bridge.recall.memory.safety import age_label, render_block
@@ -94,6 +95,7 @@ class MemoryHit:
             "actor": v.actor,
             "trust": v.trust,
             "state": v.state,
+            "source_kind": source_kind(v.source),
             "current": self.current,
             "older_than": self.older_than,
             "score": round(self.score, 4),

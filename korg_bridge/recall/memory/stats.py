@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from korg_bridge.recall.memory import mirror
+from korg_bridge.recall.memory.claude_records import summary as claude_summary
 from korg_bridge.recall.memory.oplog import OPLOG_NAME
 from korg_bridge.recall.memory.policy import SCOPE_SOFT_CAP
 from korg_bridge.recall.memory.schema import MIGRATIONS
@@ -94,6 +95,7 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             }
             root = store.folder / mirror.MIRROR_NAME
             unparseable = _unparseable(conn, root)
+            claude = claude_summary(conn)  # files of Claude Code's read, and those skipped with why
         except sqlite3.Error as exc:
             raise store.translate(exc) from exc
     size = sum(os.path.getsize(f"{path}{s}") for s in ("", "-wal") if os.path.exists(f"{path}{s}"))
@@ -108,6 +110,7 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         **figures,
         "soft_cap": {"per_scope": SCOPE_SOFT_CAP, "over": over},
         "mirror": {"folder": str(root), "unparseable": unparseable},
+        "claude": claude,
         "oplog": str(path.parent / OPLOG_NAME),
         "newest_backup": str(backup) if backup else None,
     }

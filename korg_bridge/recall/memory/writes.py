@@ -123,9 +123,15 @@ def apply_decision(conn: sqlite3.Connection, ctx: Context, draft: Draft, decisio
 
 
 def finish(
-    store: Store, ctx: Context, *, ids: Sequence[str] = (), problems: Sequence[str] = ()
+    store: Store,
+    ctx: Context,
+    *,
+    ids: Sequence[str] = (),
+    problems: Sequence[str] = (),
+    purged: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """After commit: mirror files of ``ids``, then the operation log. Returns their ``checks``."""
+    """After commit: mirror files of ``ids``, the operation log, then (when write-back is on)
+    Claude Code's memory folders. Returns their ``checks``."""
     found = list(problems)
     if ctx.mirror and ids:
         try:
@@ -135,6 +141,11 @@ def finish(
     queued = oplog.flush(store, ctx.env)
     checks: dict[str, Any] = {"oplog": "appended" if queued is None else f"queued: {queued}"}
     checks["mirror"] = "off" if not ctx.mirror else (found or "up to date")
+    if ids or purged:
+        from korg_bridge.recall.memory import writeback
+
+        if writeback.enabled(ctx):
+            checks["claude_writeback"] = writeback.after_write(store, ctx, ids, purged)
     return checks
 
 

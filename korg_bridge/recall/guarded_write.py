@@ -1,0 +1,173 @@
+"""Replacing a file someone else owns: atomically, and only if it is still what was read.
+
+Claude Code's ``settings.json`` and ``MEMORY.md`` belong to the user and to
+Claude Code; korg-recall changes them only when asked (``hooks install``,
+write-back), and then like this:
+
+1. :func:`take` reads the file whole -- through a symlink to where it really is
+   (a dotfiles manager's link stays a link), regular files only, capped -- and
+   remembers its bytes;
+2. the new bytes go to a temp file beside the target (same file system, so the
+   rename is atomic), written whole, ``fsync``-ed, with the target's mode;
+3. under an exclusive lock, the target is read again: if its bytes are not the
+   ones read in step 1 (Claude Code or a person changed it meanwhile), nothing
+   is replaced and :class:`Changed` says so; otherwise the temp file is
+   renamed over it and the folder ``fsync``-ed.
+
+The lock serialises korg-recall processes; another program does not take it, so
+a write landing between the check and the rename (microseconds) is the one
+race left -- the same one every editor's save has.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from korg_bridge.durable import fsync_folder, reserve, write_all
+from korg_bridge.errors import ConfigError, KorgError
+
+__all__ = ["Changed", "Snapshot", "locked", "remove", "replace", "take"]
+
+
+class Changed(KorgError):
+    """The file changed between reading it and replacing it: nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A file as read: where it really is, its bytes (None: it did not exist) and mode."""
+
+    path: Path
+    data: bytes | None
+    mode: int = 0o644
+
+
+def _read(path: Path, cap: int) -> bytes | None:
+    """Raises:
+    ConfigError: not a regular file, over ``cap``, or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}. Check its permissions.") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{path} is not a regular file; korg-recall changes only regular files.")
+        data = os.read(fd, cap + 1)
+        while len(data) <= cap and (chunk := os.read(fd, cap + 1 - len(data))):
+            data += chunk
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from exc
+    finally:
+        os.close(fd)
+    if len(data) > cap:
+        raise ConfigError(f"{path} is over {cap} bytes; korg-recall does not change a file that large.")
+    return data
+
+
+def take(path: Path, cap: int) -> Snapshot:
+    """Read ``path`` (through symlinks) for a later guarded :func:`replace`.
+
+    Raises:
+        ConfigError: it is not a regular file, is over ``cap`` bytes, or cannot be read.
+    """
+    target = Path(os.path.realpath(path))
+    data = _read(target, cap)
+    mode = 0o644
+    if data is not None:
+        with contextlib.suppress(OSError):
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+    return Snapshot(target, data, mode)
+
+
+@contextlib.contextmanager
+def locked(lock: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock`` (created if needed): one korg-recall writer at a time."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _unchanged(snapshot: Snapshot) -> bool:
+    """Whether the file still holds what the snapshot read (absent if it was absent)."""
+    try:
+        return _read(snapshot.path, len(snapshot.data or b"") + 1) == snapshot.data
+    except ConfigError:  # grew past what was read, or became something else
+        return False
+
+
+def _changed(snapshot: Snapshot) -> Changed:
+    return Changed(
+        f"{snapshot.path} changed while korg-recall was about to write it (someone else saved it); nothing "
+        "was written. Run the command again."
+    )
+
+
+def replace(snapshot: Snapshot, data: bytes, *, lock: Path) -> None:
+    """Write ``data`` over the file of ``snapshot`` (creating it when it did not exist), atomically,
+    only if it still holds the bytes the snapshot read.
+
+    Raises:
+        Changed: the file changed since it was read (then nothing was written).
+        ConfigError: the folder cannot be written.
+    """
+    target = snapshot.path
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = reserve(target.parent / f".{target.name}.korg-recall.tmp", mode=0o600)
+    except OSError as exc:
+        raise ConfigError(f"cannot write beside {target}: {exc.strerror or exc}. Check permissions.") from exc
+    try:
+        fd = os.open(tmp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            write_all(fd, data)
+            os.fchmod(fd, snapshot.mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with locked(lock):
+            if not _unchanged(snapshot):
+                raise _changed(snapshot)
+            if snapshot.data is None:
+                os.link(tmp, target)  # fails if the name appeared meanwhile: never replaces
+            else:
+                os.replace(tmp, target)
+    except FileExistsError:
+        raise _changed(snapshot) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write {target}: {exc.strerror or exc}. Check free space and permissions."
+        ) from exc
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # the temp file (or its second name after link)
+    fsync_folder(target.parent)
+
+
+def remove(snapshot: Snapshot, *, lock: Path) -> None:
+    """Delete the file of ``snapshot`` -- one korg-recall created -- if it is still what was read.
+
+    Raises:
+        Changed: it changed since it was read.
+        ConfigError: it cannot be deleted.
+    """
+    try:
+        with locked(lock):
+            if not _unchanged(snapshot):
+                raise _changed(snapshot)
+            os.unlink(snapshot.path)
+    except OSError as exc:
+        raise ConfigError(f"cannot delete {snapshot.path}: {exc.strerror or exc}.") from exc
+    fsync_folder(snapshot.path.parent)

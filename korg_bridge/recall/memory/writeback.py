@@ -1,0 +1,361 @@
+"""Write-back (opt-in): our project memories also in that project's Claude Code memory folder.
+
+With ``KORG_RECALL_CLAUDE_WRITEBACK=1``, every write to a memory of a project
+scope (remember, revise, forget, restore, approve) is followed by bringing
+Claude Code's memory folder of that project in line with it:
+
+* a live, trusted, unexpired memory is a **topic file** ``<type>_<slug>.md``
+  with Claude Code's front matter (``name``, ``description``, ``type``; our
+  ``note`` is written as ``project``), named once and kept under that name;
+* ``MEMORY.md`` gets a **block** between ``<!-- korg-recall:begin -->`` and
+  ``<!-- korg-recall:end -->`` with one index line per such memory (pinned
+  first, then newest), holding only as many lines as keep the whole file within
+  what Claude Code loads (200 lines, 25,000 bytes); the rest of the file is
+  never touched, and the block is appended at its end the first time;
+* retiring, expiring or flagging a memory untrusted **moves its file** to
+  ``.korg-recall-archive/`` in that folder (never deleted); purging it deletes
+  the file korg-recall wrote (its text must go).
+
+Claude's files are not ours, so every step is refused rather than forced:
+a topic file of the same name that korg-recall did not write is never
+overwritten (another name is chosen); a file of ours edited since korg-recall
+wrote it is left as it is (the next read takes the edit in as a version); a
+block edited by hand, damaged markers, a ``MEMORY.md`` already over Claude
+Code's limits or changed while being written (:mod:`korg_bridge.recall.guarded_write`)
+leave ``MEMORY.md`` unchanged -- each is a line in the write's ``checks``. A
+topic file of ours that Claude Code deleted is not written again. Nothing of
+Claude Code's settings is ever changed. Untrusted memories are never written
+back: Claude Code loads ``MEMORY.md`` into every session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from korg_bridge.errors import KorgError
+from korg_bridge.recall.memory import claude_records as records
+from korg_bridge.recall.memory.claude_files import BLOCK_BEGIN, BLOCK_END, CLAUDE_TYPES, outside_block
+from korg_bridge.recall.memory.claude_paths import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_NAME, memory_folder
+from korg_bridge.recall.memory.claude_records import WRITEBACK, FileRow
+from korg_bridge.recall.memory.records import Version, iso
+from korg_bridge.recall.memory.rows import head
+from korg_bridge.recall.memory.scopes import Context
+from korg_bridge.recall.memory.store import Store
+
+__all__ = ["ARCHIVE", "ENV_WRITEBACK", "after_write", "enabled", "render_topic", "topic_name"]
+
+ENV_WRITEBACK = "KORG_RECALL_CLAUDE_WRITEBACK"
+ARCHIVE = ".korg-recall-archive"
+LOCK_NAME = "claude-writeback.lock"
+INDEX_CAP = 1024 * 1024
+"""A MEMORY.md larger than this is not read for write-back (it is far over what Claude Code loads)."""
+DESCRIPTION_CHARS = 150
+NAMES_TRIED = 100
+
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def enabled(ctx: Context) -> bool:
+    """``KORG_RECALL_CLAUDE_WRITEBACK`` is on (default off).
+
+    Raises:
+        ConfigError: a value that is not yes/no.
+    """
+    from korg_bridge.errors import ConfigError
+
+    raw = ctx.env.get(ENV_WRITEBACK, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigError(f"{ENV_WRITEBACK}={ctx.env[ENV_WRITEBACK]!r} is not a yes/no value. Set it to 1 or 0.")
+
+
+def _description(version: Version) -> str:
+    first = " ".join(version.body.strip().split("\n\n", 1)[0].split())
+    if first.lower().startswith(version.title.lower().rstrip("…")) and "\n\n" in version.body.strip():
+        first = " ".join(version.body.strip().split("\n\n", 1)[1].split())
+    return first if len(first) <= DESCRIPTION_CHARS else first[: DESCRIPTION_CHARS - 1].rstrip() + "…"
+
+
+def _claude_type(version: Version) -> str:
+    return version.type if version.type in CLAUDE_TYPES else "project"
+
+
+def render_topic(version: Version) -> str:
+    """A topic file as Claude Code writes them: ``name``, ``description``, ``type``, then the memory."""
+    return (
+        "---\n"
+        f"name: {json.dumps(version.title, ensure_ascii=False)}\n"
+        f"description: {json.dumps(_description(version), ensure_ascii=False)}\n"
+        f"type: {_claude_type(version)}\n"
+        "---\n" + version.body.rstrip("\n") + "\n"
+    )
+
+
+def topic_name(version: Version, attempt: int = 1) -> str:
+    """``<type>_<slug>.md`` (``_2``, ``_3`` … when a name is taken)."""
+    slug = _SLUG.sub("_", version.title.lower()).strip("_")[:40].strip("_") or "memory"
+    suffix = "" if attempt == 1 else f"_{attempt}"
+    return f"{_claude_type(version)}_{slug}{suffix}.md"
+
+
+def _sha(data: bytes | None) -> str:
+    return hashlib.sha256(data or b"").hexdigest()
+
+
+def _wanted(version: Version | None, now: str) -> bool:
+    """Whether a memory belongs in Claude Code's folder: live, trusted, unexpired, of a project."""
+    return (
+        version is not None
+        and version.state == "live"
+        and version.trust == "trusted"
+        and version.scope.startswith("project:")
+        and (version.expires_at is None or version.expires_at > now)
+        and not records.is_derived(version)
+    )
+
+
+def after_write(
+    store: Store, ctx: Context, ids: Sequence[str], purged: Sequence[str] = ()
+) -> list[str] | str:
+    """Bring Claude Code's memory folders in line with the memories ``ids`` (and delete the files of
+    ``purged``); return what was refused or left out, or ``"up to date"``.
+
+    Never raises for a file: a problem is a line of the result, and the write it follows stands.
+    """
+    problems: list[str] = []
+    lock = store.folder / LOCK_NAME
+    touched: set[str] = set()
+    now = iso(ctx.now)
+    try:
+        with store.write() as conn:
+            for memory_id in dict.fromkeys(ids):
+                current = head(conn, memory_id)
+                if current is None or records.is_derived(current):
+                    continue
+                rows = records.rows_for_ids(conn, [memory_id], WRITEBACK)
+                if _wanted(current, now):
+                    problems += _write_topic(conn, ctx, current, rows[0] if rows else None, lock)
+                    touched.add(current.scope)
+                for row in rows:
+                    if not _wanted(current, now) and row.status == "ours":
+                        problems += _archive(conn, row, lock)
+                        touched.add(row.scope)
+            for row in records.rows_for_ids(conn, list(purged), WRITEBACK):
+                problems += _delete(conn, row, lock)
+                touched.add(row.scope)
+            for scope in sorted(touched):
+                problems += _block(conn, ctx, scope, lock)
+    except KorgError as exc:
+        problems.append(exc.message)
+    return problems or "up to date"
+
+
+def _write_topic(
+    conn: sqlite3.Connection, ctx: Context, version: Version, row: FileRow | None, lock: Path
+) -> list[str]:
+    from korg_bridge.recall.guarded_write import Changed, replace, take
+
+    if row is not None and row.status == "gone":
+        return []  # Claude Code (or a person) deleted our file: respected, not written again
+    root = version.scope.removeprefix("project:")
+    folder = memory_folder(ctx.env, root)
+    if folder is None:
+        return [
+            f"{version.id}: no Claude Code folder for {root} (a path this long needs one Claude Code made)"
+        ]
+    data = render_topic(version).encode("utf-8")
+    path = Path(row.path) if row is not None and row.status in ("ours", "archived") else None
+    if path is not None and row is not None and row.status == "archived" and path.exists():
+        path = None  # its old name was taken meanwhile
+    for attempt in range(1, NAMES_TRIED + 1):
+        candidate = path or folder / topic_name(version, attempt)
+        snapshot = take(candidate, 256 * 1024)
+        mine = row is not None and str(candidate) == row.path
+        if snapshot.data is not None and not mine:
+            if path is not None:
+                return [f"{candidate} is not korg-recall's file any more; left as it is"]
+            continue  # a file of that name that korg-recall did not write: never overwritten
+        if mine and row is not None and row.status == "ours" and snapshot.data is None:
+            # Deleted since korg-recall wrote it (Claude Code consolidating): not written again.
+            records.put_file(
+                conn, _replace(row, status="gone", reason="deleted from Claude Code's memory folder")
+            )
+            return []
+        if mine and row is not None and row.status == "ours" and snapshot.data is not None:
+            if _sha(snapshot.data) != row.sha256:
+                return [
+                    f"{candidate} was edited since korg-recall wrote it; left as it is (the edit is read next)"
+                ]
+            if snapshot.data == data:
+                return []
+        try:
+            replace(snapshot, data, lock=lock)
+        except Changed as exc:
+            return [exc.message]
+        info = os.stat(snapshot.path)
+        if (
+            records.folder_row(conn, str(folder.parent)) is None
+        ):  # a folder korg-recall made: its project is known
+            records.put_folder(conn, records.FolderRow(str(folder.parent), root, "writeback", 0))
+        records.put_file(
+            conn,
+            FileRow(str(candidate), WRITEBACK, version.scope, str(folder), "ours", [version.id], [], info.st_size,
+                    info.st_mtime_ns, _sha(data)),
+        )  # fmt: skip
+        if row is not None and row.path != str(candidate):
+            records.drop_file(conn, row.path)
+        return []
+    return [f"{version.id}: {NAMES_TRIED} names for its topic file are taken in {folder}"]
+
+
+def _archive(conn: sqlite3.Connection, row: FileRow, lock: Path) -> list[str]:
+    """Move a topic file of ours into ``.korg-recall-archive/`` (only while it is what we wrote)."""
+    from korg_bridge.durable import fsync_folder, reserve
+    from korg_bridge.recall.guarded_write import locked
+
+    path = Path(row.path)
+    archive = path.parent / ARCHIVE
+    try:
+        with locked(lock):
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                records.put_file(conn, _replace(row, status="archived", reason="already gone"))
+                return []
+            if _sha(data) != row.sha256:
+                return [f"{path} was edited since korg-recall wrote it; not archived"]
+            archive.mkdir(exist_ok=True)
+            target = reserve(archive / path.name, mode=0o644)
+            os.replace(path, target)  # over our own empty reservation, in the same folder tree
+        fsync_folder(path.parent)
+    except OSError as exc:
+        return [f"cannot archive {path}: {exc.strerror or exc}"]
+    records.put_file(conn, _replace(row, status="archived", reason=f"moved to {target}"))
+    return []
+
+
+def _delete(conn: sqlite3.Connection, row: FileRow, lock: Path) -> list[str]:
+    """A purged memory's topic file: deleted when it is still what korg-recall wrote."""
+    from korg_bridge.recall.guarded_write import Changed, Snapshot, remove
+
+    path = Path(row.path)
+    if row.status == "ours":
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            data = None
+        if data is not None:
+            if _sha(data) != row.sha256:
+                return [f"{path} was edited since korg-recall wrote it; not deleted (delete it yourself)"]
+            try:
+                remove(Snapshot(path, data), lock=lock)
+            except (Changed, KorgError) as exc:
+                return [exc.message]
+    elif row.status == "archived" and row.reason and row.reason.startswith("moved to "):
+        with contextlib.suppress(OSError):
+            archived = Path(row.reason.removeprefix("moved to "))
+            if _sha(archived.read_bytes()) == row.sha256:
+                archived.unlink()
+    records.drop_file(conn, row.path)
+    return []
+
+
+def _replace(row: FileRow, **changes: Any) -> FileRow:
+    import dataclasses
+
+    return dataclasses.replace(row, **changes)
+
+
+def _lines(conn: sqlite3.Connection, scope: str) -> list[str]:
+    """The block's index lines: our topic files of ``scope`` whose memory is live; pinned, then newest."""
+    entries: list[tuple[bool, str, str]] = []
+    for row in records.file_rows(conn, kind=WRITEBACK).values():
+        if row.scope != scope or row.status != "ours" or not row.ids:
+            continue
+        current = head(conn, row.ids[0])
+        if current is None or current.state != "live":
+            continue
+        title = current.title.replace("[", "(").replace("]", ")")
+        line = f"- [{title}]({Path(row.path).name}) — {_description(current)}"
+        entries.append((current.pinned, current.recorded_at, line))
+    entries.sort(key=lambda entry: entry[1], reverse=True)  # newest first …
+    entries.sort(key=lambda entry: not entry[0])  # … pinned before the rest (a stable sort)
+    return [line for _, _, line in entries]
+
+
+def _block(conn: sqlite3.Connection, ctx: Context, scope: str, lock: Path) -> list[str]:
+    """Rewrite the korg-recall block of the project's ``MEMORY.md``; nothing outside it changes."""
+    from korg_bridge.recall.guarded_write import remove, replace, take
+    from korg_bridge.recall.memory.claude_files import index_over_limits
+
+    folder = memory_folder(ctx.env, scope.removeprefix("project:"))
+    if folder is None:
+        return []
+    path = folder / INDEX_NAME
+    try:
+        snapshot = take(path, INDEX_CAP)
+        text = (snapshot.data or b"").decode("utf-8")
+    except (KorgError, UnicodeDecodeError) as exc:
+        reason = exc.message if isinstance(exc, KorgError) else "not UTF-8 text"
+        return [f"{path}: {reason}; its block was not written"]
+    begins, ends = text.count(BLOCK_BEGIN), text.count(BLOCK_END)
+    start, end = text.find(BLOCK_BEGIN), text.find(BLOCK_END)
+    if begins > 1 or ends > 1 or begins != ends or (begins and end < start):
+        return [
+            f"{path}: korg-recall's block markers are damaged; left as it is (fix or delete them by hand)"
+        ]
+    present = text[start : end + len(BLOCK_END)] if begins else None
+    recorded = records.block_sha(conn, str(snapshot.path))
+    created = snapshot.data is None or (recorded is not None and recorded[1])
+    if present is not None and recorded is not None and _sha(present.encode()) != recorded[0]:
+        return [
+            f"{path}: korg-recall's block was edited by hand; left as it is (delete the block to have it rewritten)"
+        ]
+    rest = outside_block(text)
+    over = index_over_limits(rest)
+    if over:
+        return [f"{path} is {over}; korg-recall's block would not be loaded, so it was not written"]
+    lines = _lines(conn, scope)
+    lines_room = INDEX_MAX_LINES - rest.count("\n") - (0 if rest.endswith("\n") or not rest else 1) - 2
+    bytes_room = INDEX_MAX_BYTES - len(rest.encode()) - len(BLOCK_BEGIN) - len(BLOCK_END) - 4
+    kept: list[str] = []
+    for line in lines:
+        size = len(line.encode()) + 1
+        if len(kept) + 1 > lines_room or size > bytes_room:
+            break
+        kept.append(line)
+        bytes_room -= size
+    block = "\n".join([BLOCK_BEGIN, *kept, BLOCK_END]) if kept else None
+    if present is not None:
+        after = text[end + len(BLOCK_END) :]
+        new = text[:start] + block + after if block else text[:start] + after.removeprefix("\n")
+    elif block is not None:
+        new = text + ("" if text.endswith("\n") or not text else "\n") + block + "\n"
+    else:
+        new = text
+    problems = (
+        [f"{len(lines) - len(kept)} memories left out of {path}'s block: Claude Code loads only its first "
+         f"{INDEX_MAX_LINES} lines and {INDEX_MAX_BYTES} bytes (their topic files are there)"]
+        if len(kept) < len(lines) else []
+    )  # fmt: skip
+    try:
+        if not new and created and snapshot.data is not None:
+            remove(snapshot, lock=lock)  # the MEMORY.md korg-recall made held nothing but its block
+        elif new != text:
+            replace(snapshot, new.encode("utf-8"), lock=lock)
+    except KorgError as exc:
+        return [*problems, exc.message]
+    records.put_block(
+        conn, str(snapshot.path), scope, _sha(block.encode()) if block else None, created=created
+    )
+    return problems

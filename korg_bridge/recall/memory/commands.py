@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from korg_bridge.recall.memory.records import MEMORY_TYPES
 
 if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Store
     from korg_bridge.recall.memory.scopes import Context
-    from korg_bridge.recall.memory.store import Store
     from korg_bridge.toolkit import Toolkit
 
 __all__ = ["FORGET_SCHEMA", "MEMORIES_SCHEMA", "REMEMBER_SCHEMA", "REVISE_SCHEMA", "register"]
@@ -184,26 +184,27 @@ def _context() -> Context:
 
 
 def _open() -> Store:
-    from korg_bridge.recall.memory.store import Store, default_store_path
+    from korg_bridge.recall.memory.backend import open_store
 
-    return Store(default_store_path(_env()))
+    return open_store(_env())
 
 
 def _exists() -> bool:
-    from korg_bridge.recall.memory.store import default_store_path
+    from korg_bridge.recall.memory.backend import store_exists
 
-    return default_store_path(_env()).exists()
+    return store_exists(_env())
 
 
 def _require_store(memory_id: object) -> None:
     """Raises:
     UsageError: no store exists yet, so no memory does (and none is created to say so)."""
     from korg_bridge.errors import UsageError
-    from korg_bridge.recall.memory.store import default_store_path
+    from korg_bridge.recall.memory.backend import location
 
-    path = default_store_path(_env())
-    if not path.exists():
-        raise UsageError(f"no memory {memory_id}: nothing has been remembered yet (no store at {path}).")
+    if not _exists():
+        raise UsageError(
+            f"no memory {memory_id}: nothing has been remembered yet (no store at {location(_env()).label})."
+        )
 
 
 def remember_cmd(args: dict[str, Any]) -> int:
@@ -288,18 +289,18 @@ def memories_cmd(args: dict[str, Any]) -> int:
             raise UsageError("no memories yet: the memory store does not exist. Remember something first.")
         _print({"scopes": list(scopes), "total": 0, "shown": 0, "lines": [], "next_cursor": None})
         return 0
-    from korg_bridge.recall.memory import oplog
+    from korg_bridge.recall.memory.backend import read_with_retry
     from korg_bridge.recall.memory.sync import sync_mirror
 
-    with _open() as store:
+    def read(store: Store) -> tuple[dict[str, Any], list[str]]:
         problems = sync_mirror(store, ctx, scopes)
-        oplog.flush(store, ctx.env)
+        store.flush_log(ctx.env)
         if args.get("ids"):
-            result = listing.read_full(
+            found = listing.read_full(
                 store, args["ids"], now=ctx.now, scopes=scopes, include_pending=not ctx.is_agent
             )
         else:
-            result = listing.index_lines(
+            found = listing.index_lines(
                 store,
                 scopes=scopes,
                 project=ctx.project,
@@ -311,6 +312,9 @@ def memories_cmd(args: dict[str, Any]) -> int:
                 budget_tokens=int(args.get("budget_tokens") or 800),
                 cursor=args.get("cursor"),
             )
+        return found, problems
+
+    result, problems = read_with_retry(_env(), read)
     if problems:
         result["mirror_problems"] = problems
     _print(result)

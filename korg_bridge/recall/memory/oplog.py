@@ -1,4 +1,9 @@
-"""The operation log: every memory write, appended to a korg-ledger@v1 journal after it commits.
+"""The operation log: every memory write, as a korg-ledger@v1 entry, hash-chained.
+
+:func:`record` builds the entry (ids, versions, counts and hashes, never text) and
+hands it to the transaction (:meth:`~.backend.Tx.log_op`). A team store appends
+it to its ``memory_ops`` table right there, chained per tenant (:mod:`.pg.oplog`);
+a SQLite store queues it and appends it to a file after commit, as follows.
 
 ``memory-ops.jsonl`` beside the store is written by
 :class:`korg_bridge.ledger.LedgerWriter` (hash-chained, flock, fsync), so
@@ -26,11 +31,14 @@ import secrets
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import KorgError
 from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.safety import redact_value
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Tx
 
 __all__ = ["OPLOG_NAME", "flush", "record", "version_args"]
 
@@ -59,10 +67,8 @@ def version_args(version: Version) -> dict[str, Any]:
     }
 
 
-def record(
-    conn: sqlite3.Connection, *, actor: str, op: str, status: str, args: Mapping[str, Any], now: float
-) -> str:
-    """Queue one log entry inside the caller's transaction; return its ``op_id``."""
+def record(conn: Tx, *, actor: str, op: str, status: str, args: Mapping[str, Any], now: float) -> str:
+    """Write one log entry with the caller's transaction; return its ``op_id``."""
     op_id = secrets.token_hex(12)
     entry: dict[str, Any] = {
         "source_agent": actor,
@@ -73,10 +79,7 @@ def record(
         "timestamp": iso(now),
     }
     clean, _count = redact_value(entry)
-    conn.execute(
-        "INSERT INTO oplog_pending (op_id, entry) VALUES (?, ?)",
-        (op_id, json.dumps(clean, ensure_ascii=False, sort_keys=True)),
-    )
+    conn.log_op(op_id, clean)
     return op_id
 
 
@@ -111,7 +114,8 @@ def _tail_op_ids(path: Path, wanted: int) -> set[str]:
 
 
 def flush(store: Any, env: Mapping[str, str]) -> str | None:
-    """Append every queued entry to the log; ``None`` on success, else why they stay queued.
+    """Append every queued entry of a SQLite store to its log; ``None`` on success, else why
+    they stay queued.
 
     A failure here never undoes or hides a committed write: the entries wait for the
     next process, and the caller reports the reason in its ``checks``.

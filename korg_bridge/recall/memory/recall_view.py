@@ -127,35 +127,38 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
         UsageError: a bad ``scope`` or ``as_of``.
         ConfigError, KorgError: the store cannot be used (only when ``strict``).
     """
+    from korg_bridge.recall.memory.backend import read_with_retry, store_exists
     from korg_bridge.recall.memory.scopes import Context
-    from korg_bridge.recall.memory.store import Store, default_store_path
     from korg_bridge.recall.timeparse import parse_time
 
     ctx = Context.from_env(env)
     scopes = _scopes(args, ctx)
     as_of = parse_time(str(args["as_of"]), now=ctx.now) if args.get("as_of") else None
     section = MemorySection(scopes, ctx.now)
-    try:
-        path = default_store_path(env)
-        if not path.exists():
-            return section
+
+    def read(store: Any) -> list[MemoryHit]:
         from korg_bridge.recall.memory.search import search_memories
         from korg_bridge.recall.memory.sync import sync_mirror
 
-        with Store(path) as store:
-            sync_mirror(store, ctx, scopes)  # hand edits count before anything is searched
-            with store.reading() as conn:
-                section.hits = search_memories(
-                    conn,
-                    str(args["query"]),
-                    scopes=scopes,
-                    as_of=as_of,
-                    include_superseded=bool(args.get("include_superseded")),
-                    top_n=int(args.get("top_n") or 5),
-                    now=ctx.now,
-                )
-            if ctx.writes != "off":
-                _bump(store, section.hits, ctx.now)
+        sync_mirror(store, ctx, scopes)  # hand edits count before anything is searched
+        with store.reading() as conn:
+            hits = search_memories(
+                conn,
+                str(args["query"]),
+                scopes=scopes,
+                as_of=as_of,
+                include_superseded=bool(args.get("include_superseded")),
+                top_n=int(args.get("top_n") or 5),
+                now=ctx.now,
+            )
+        if ctx.writes != "off":
+            _bump(store, hits, ctx.now)
+        return hits
+
+    try:
+        if not store_exists(env):
+            return section
+        section.hits = read_with_retry(env, read)
     except KorgError as exc:
         if strict:
             raise

@@ -1,7 +1,8 @@
 """Finding memories: ranked hits with their score breakdown, and ``forget``'s exact matching.
 
-:func:`search_memories` is what ``recall`` over memories builds on: BM25 over
-``memory_fts`` (user text reaches ``MATCH`` only as quoted terms), restricted to
+:func:`search_memories` is what ``recall`` over memories builds on: BM25 over the
+store's keyword index (:class:`~.backend.FullText`: user words reach it only as
+quoted terms), restricted to
 the given scopes, on the lineage heads by default -- or on older versions too
 (``include_superseded``), or on what held at a past time (``as_of``). A hit's
 score is its relevance (its BM25 over the best hit's, so a memory that matches
@@ -31,21 +32,23 @@ the two-step ``forget`` confirms.
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.recall.fts import STOPWORDS, query_terms
 from korg_bridge.recall.memory.records import Version, age_days, iso
 from korg_bridge.recall.memory.rows import head, lineage, select_versions
 from korg_bridge.recall.memory.safety import age_label, render_block
 
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Tx
+
 __all__ = [
     "FORGET_MAX",
     "MemoryHit",
     "forget_matches",
-    "match_sql",
+    "match_where",
     "search_memories",
 ]
 
@@ -108,22 +111,16 @@ class MemoryHit:
         return render_block(self.version, now, extra)
 
 
-def match_sql(scope_count: int, type_count: int, *, heads_only: bool) -> str:
-    """Rows matching an FTS5 expression in ``scope_count`` scopes (and ``type_count`` types), best
-    BM25 first. Params: the expression, the scopes, the types, the limit."""
+def match_where(scope_count: int, type_count: int, *, heads_only: bool) -> str:
+    """Which rows a search ranks: in ``scope_count`` scopes (and ``type_count`` types), neither
+    purged nor pending, heads only unless older versions are asked for. A condition on ``m``;
+    params: the scopes, then the types."""
     clauses = [f"m.scope IN ({', '.join('?' * scope_count)})", "m.state NOT IN ('purged', 'pending')"]
     if type_count:
         clauses.append(f"m.type IN ({', '.join('?' * type_count)})")
     if heads_only:
         clauses.append("m.superseded_by IS NULL")
-    return (
-        "SELECT m.rowid, bm25(memory_fts) FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid "
-        f"WHERE memory_fts MATCH ? AND {' AND '.join(clauses)} ORDER BY bm25(memory_fts) LIMIT ?"
-    )
-
-
-def _quoted(terms: Sequence[str], joiner: str) -> str:
-    return joiner.join('"' + term.replace('"', '""') + '"' for term in terms)
+    return " AND ".join(clauses)
 
 
 def _factors(version: Version, now: float) -> tuple[float, float]:
@@ -154,7 +151,7 @@ def _effective_at(versions: Sequence[Version], at: str) -> Version | None:
 
 
 def search_memories(
-    conn: sqlite3.Connection,
+    conn: Tx,
     query: str,
     *,
     scopes: Sequence[str],
@@ -175,11 +172,11 @@ def search_memories(
     terms = query_terms(query)
     if not terms or not scopes:
         return []
-    sql = match_sql(len(scopes), len(types), heads_only=as_of is None and not include_superseded)
-    rows = conn.execute(sql, (_quoted(terms, " OR "), *scopes, *types, RANK_WINDOW)).fetchall()
+    where = match_where(len(scopes), len(types), heads_only=as_of is None and not include_superseded)
+    rows = conn.text.ranked(conn, terms, where=where, params=(*scopes, *types), limit=RANK_WINDOW)
     if not rows:
         return []
-    ranks = {int(rowid): -float(rank) for rowid, rank in rows}
+    ranks = dict(rows)
     marks = ", ".join("?" * len(ranks))
     found = select_versions(conn, f"rowid IN ({marks})", tuple(ranks))
     now_iso = iso(now)
@@ -230,9 +227,7 @@ def _start(version: Version) -> str:
     return version.valid_from or version.recorded_at
 
 
-def _matched_terms(
-    conn: sqlite3.Connection, terms: Sequence[str], rowids: Sequence[int]
-) -> dict[int, frozenset[str]]:
+def _matched_terms(conn: Tx, terms: Sequence[str], rowids: Sequence[int]) -> dict[int, frozenset[str]]:
     """Which content words of the query each row matches (one FTS query per word, over these rows)."""
     words: list[str] = []
     for term in terms:
@@ -244,8 +239,9 @@ def _matched_terms(
         return {rowid: frozenset(hit) for rowid, hit in found.items()}
     marks = ", ".join("?" * len(rowids))
     for word in words:
-        sql = f"SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? AND rowid IN ({marks})"
-        for (rowid,) in conn.execute(sql, (_quoted([word], ""), *rowids)):
+        condition, params = conn.text.condition([word], every=True)
+        sql = f"SELECT m.rowid FROM memory m WHERE m.rowid IN ({marks}) AND {condition}"
+        for (rowid,) in conn.execute(sql, (*rowids, *params)):
             found[int(rowid)].add(word)
     return {rowid: frozenset(hit) for rowid, hit in found.items()}
 
@@ -273,19 +269,20 @@ def _newest_of_ties(hits: list[MemoryHit], matched: dict[int, frozenset[str]]) -
     return out
 
 
-def _rarest(conn: sqlite3.Connection, words: frozenset[str], cache: dict[str, int]) -> str | None:
+def _rarest(conn: Tx, words: frozenset[str], cache: dict[str, int]) -> str | None:
     """The word of ``words`` the fewest rows hold: the subject, more often than not. A word no
     other row holds says how this memory was worded rather than what it is about, so it counts
     only when nothing else matched."""
     for word in words - cache.keys():
-        row = conn.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (_quoted([word], ""),))
+        condition, params = conn.text.condition([word], every=True)
+        row = conn.execute(f"SELECT count(*) FROM memory m WHERE {condition}", params)
         cache[word] = int(row.fetchone()[0])
     shared = [word for word in words if cache[word] > 1] or list(words)
     return min(shared, key=lambda word: (cache[word], word)) if shared else None
 
 
 def _newer_first(
-    conn: sqlite3.Connection,
+    conn: Tx,
     hits: list[MemoryHit],
     matched: dict[int, frozenset[str]],
     *,
@@ -328,7 +325,7 @@ def _newer_first(
     return hits
 
 
-def forget_matches(conn: sqlite3.Connection, query: str, scopes: Sequence[str], mode: str) -> list[Version]:
+def forget_matches(conn: Tx, query: str, scopes: Sequence[str], mode: str) -> list[Version]:
     """The memories ``forget(query)`` would act on: every term of ``query`` matches, in ``scopes``.
 
     ``retire`` looks at current live or pending text; ``purge`` at every version (a fact
@@ -340,12 +337,12 @@ def forget_matches(conn: sqlite3.Connection, query: str, scopes: Sequence[str], 
         return []
     marks = ", ".join("?" * len(scopes))
     heads_only = "AND m.superseded_by IS NULL AND m.state IN ('live', 'pending')" if mode == "retire" else ""
+    condition, params = conn.text.condition(terms, every=True)
     sql = (
-        "SELECT DISTINCT m.id FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid "
-        f"WHERE memory_fts MATCH ? AND m.scope IN ({marks}) AND m.state != 'purged' {heads_only} "
-        "ORDER BY m.id LIMIT ?"
+        f"SELECT DISTINCT m.id FROM memory m WHERE {condition} AND m.scope IN ({marks}) "
+        f"AND m.state != 'purged' {heads_only} ORDER BY m.id LIMIT ?"
     )
-    ids = [row[0] for row in conn.execute(sql, (_quoted(terms, " AND "), *scopes, FORGET_MAX + 1))]
+    ids = [row[0] for row in conn.execute(sql, (*params, *scopes, FORGET_MAX + 1))]
     out: list[Version] = []
     for memory_id in ids:
         current = head(conn, memory_id)

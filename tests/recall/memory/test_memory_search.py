@@ -12,7 +12,8 @@ import pytest
 
 from korg_bridge.recall.memory.records import Version, iso, parse_iso
 from korg_bridge.recall.memory.rows import add_link, insert_version
-from korg_bridge.recall.memory.search import forget_matches, match_sql, search_memories
+from korg_bridge.recall.memory.fulltext import ranked_sql
+from korg_bridge.recall.memory.search import forget_matches, match_where, search_memories
 from korg_bridge.recall.memory.store import Store
 
 NOW = parse_iso("2026-06-01T12:00:00Z")
@@ -178,7 +179,7 @@ def test_of_two_similar_memories_the_newer_ranks_first_and_the_older_is_marked(
 def test_query_syntax_is_searched_as_words(conn: sqlite3.Connection) -> None:
     put(conn, "maaaaaaaaaa", "NOT a problem: the OR gate works.")
     assert ids(search_memories(conn, 'NOT "OR" gate*', scopes=[SHOP], now=NOW)) == [("maaaaaaaaaa", 1)]
-    sql = match_sql(2, 1, heads_only=True)
+    sql = ranked_sql(match_where(2, 1, heads_only=True))
     assert "MATCH ?" in sql and "gate" not in sql
 
 

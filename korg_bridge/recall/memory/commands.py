@@ -169,6 +169,22 @@ MEMORIES_CLI_FLAGS: dict[str, Any] = {
 }
 
 
+STORE_MIGRATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "grant": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": 63},
+            "maxItems": 16,
+            "description": (
+                "An existing role to grant what the application needs (schema usage, rows of its tenant under "
+                "row-level security, appending to the log; nothing it could own). Repeatable."
+            ),
+        },
+    },
+}
+
+
 def _print(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
@@ -321,6 +337,22 @@ def memories_cmd(args: dict[str, Any]) -> int:
     return 0
 
 
+def store_migrate_cmd(args: dict[str, Any]) -> int:
+    from korg_bridge.errors import ConfigError
+    from korg_bridge.recall.memory.backend import ENV_STORE, location
+
+    where = location(_env())
+    if where.url is None:
+        raise ConfigError(
+            f"store migrate sets up a PostgreSQL memory store, and {ENV_STORE} is not one ({where.label}); a SQLite "
+            f"store migrates itself when opened. Set {ENV_STORE}=postgresql://OWNER:PASSWORD@HOST/DATABASE."
+        )
+    from korg_bridge.recall.memory.pg.migrate import migrate_store
+
+    _print(migrate_store(where.url, list(args.get("grant") or [])))
+    return 0
+
+
 def register(kit: Toolkit) -> None:
     """Declare the memory callables on korg-recall's toolkit."""
     kit.command(
@@ -382,6 +414,18 @@ def register(kit: Toolkit) -> None:
         output_mode="envelope",
         surfaces=["cli"],
     )(restore_cmd)
+    kit.command(
+        "korg-recall.store.migrate",
+        description=(
+            "Create or upgrade the schema of a PostgreSQL memory store (KORG_RECALL_STORE=postgresql://… as the "
+            "owner) and grant the application role its privileges. Idempotent; an operator's command, not offered "
+            "to models."
+        ),
+        input_schema=STORE_MIGRATE_SCHEMA,
+        side_effects="network",
+        output_mode="envelope",
+        surfaces=["cli"],
+    )(store_migrate_cmd)
     from korg_bridge.recall.memory.transfer import register as register_transfer
 
     register_transfer(kit)  # export, import: command line only

@@ -40,7 +40,7 @@ from korg_bridge.recall.memory.safety import redact_value
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Tx
 
-__all__ = ["OPLOG_NAME", "flush", "record", "version_args"]
+__all__ = ["OPLOG_NAME", "flush", "record", "verify_store", "version_args"]
 
 logger = logging.getLogger(__name__)
 
@@ -145,3 +145,31 @@ def flush(store: Any, env: Mapping[str, str]) -> str | None:
         logger.warning("memory operation log %s: %s; the entries stay queued", writer.path, message)
         return message
     return None
+
+
+def verify_store(target: str, env: Mapping[str, str]) -> Any:
+    """The verdict on a memory store's operation log (a :class:`~korg_bridge.ledger.VerifyReport`):
+    a ``postgresql://`` URL's chain for the tenant of ``env``, or the ``memory-ops.jsonl`` beside a
+    SQLite store at path ``target``.
+
+    Raises:
+        ConfigError: a team store without a tenant or unusable as it is; a SQLite store with no log.
+        NetworkError: the server cannot be reached.
+    """
+    from korg_bridge.errors import ConfigError
+    from korg_bridge.ledger import verify_file
+    from korg_bridge.recall.memory.backend import ENV_STORE, location
+
+    key = env.get(ENV_LEDGER_KEY)
+    where = location({**env, ENV_STORE: target})
+    if where.url is not None:
+        from korg_bridge.recall.memory.pg.oplog import verify
+        from korg_bridge.recall.memory.pg.store import PgStore
+
+        with PgStore.open(where.url, env) as store, store.reading() as tx:
+            return verify(tx, key.encode("utf-8") if key else None, f"{store.label} (tenant {store.tenant})")
+    assert where.path is not None
+    log = where.path.parent / OPLOG_NAME
+    if not log.is_file():
+        raise ConfigError(f"no operation log beside the memory store {where.path} ({log} does not exist).")
+    return verify_file(log, key.encode("utf-8") if key else None)

@@ -35,8 +35,6 @@ __all__ = [
 ]
 
 ENV_PROJECT = "KORG_RECALL_PROJECT"
-ENV_ACTOR = "KORG_RECALL_ACTOR"
-ENV_BRIDGE_ACTOR = "KORG_BRIDGE_ACTOR"
 ENV_WRITES = "KORG_RECALL_WRITES"
 ENV_ALLOW_SECRETS = "KORG_RECALL_ALLOW_SECRETS"
 ENV_MIRROR = "KORG_RECALL_MIRROR"
@@ -129,7 +127,9 @@ class Context:
         writes = env.get(ENV_WRITES, "").strip().lower() or "auto"
         if writes not in WRITE_MODES:
             raise ConfigError(f"{ENV_WRITES}={env[ENV_WRITES]!r} is not one of auto, confirm, off.")
-        actor = env.get(ENV_ACTOR, "").strip() or env.get(ENV_BRIDGE_ACTOR, "").strip()
+        from korg_bridge.recall.memory.tenancy import actor_from
+
+        actor = actor_from(env)
         if not actor:
             # A person at a terminal writes as themselves; anything else (the bridge gives its
             # child /dev/null as stdin) is an agent, whose writes `confirm` holds for approval.
@@ -150,7 +150,7 @@ class Context:
             is_agent=actor != "user",
             writes=writes,
             allow_secrets=_flag(env, ENV_ALLOW_SECRETS, False),
-            mirror=_flag(env, ENV_MIRROR, True),
+            mirror=_mirror(env),
             project="project:" + (root if root is not None else os.path.realpath(where)),
             in_git=root is not None,
             now=time.time() if now is None else now,
@@ -198,6 +198,27 @@ class Context:
     def holds_for_approval(self) -> bool:
         """True when this call's writes wait for a person's approval (``confirm`` and an agent)."""
         return self.writes == "confirm" and self.is_agent
+
+
+def _mirror(env: Mapping[str, str]) -> bool:
+    """Whether the Markdown mirror runs: ``KORG_RECALL_MIRROR`` (default on) for a SQLite store;
+    never for a team store, whose memories are not one person's files.
+
+    Raises:
+        ConfigError: a bad yes/no value, or the mirror asked for with a team store.
+    """
+    from korg_bridge.recall.memory.backend import ENV_STORE
+
+    wanted = _flag(env, ENV_MIRROR, True)
+    if env.get(ENV_STORE, "").strip().startswith(("postgresql://", "postgres://")):
+        if env.get(ENV_MIRROR, "").strip() and wanted:
+            raise ConfigError(
+                f"{ENV_MIRROR}={env[ENV_MIRROR]!r}: a PostgreSQL memory store has no Markdown mirror (a team "
+                f"store is not one person's folder of files). Unset {ENV_MIRROR}, or export with "
+                "`korg-recall export --format markdown`."
+            )
+        return False
+    return wanted
 
 
 def _stdin_is_terminal() -> bool:

@@ -14,6 +14,8 @@ from korg_bridge.errors import ArgumentError
 from korg_bridge.recall.cli import kit as korg_recall
 from korg_bridge.toolkit import Toolkit
 
+pytestmark = pytest.mark.no_store
+
 
 def make_kit(calls: list[dict[str, Any]]) -> Toolkit:
     kit = Toolkit("demo", "1.0")
@@ -89,7 +91,8 @@ def test_korg_recall_serves_four_memory_tools_and_keeps_approval_restore_export_
         "korg-recall.memories",
     } <= served
     assert [(s.command_id, s.reason) for s in document.skipped] == [
-        (f"korg-recall.{name}", "offered on the cli surface only") for name in ("restore", "export", "import")
+        (f"korg-recall.{name}", "offered on the cli surface only")
+        for name in ("restore", "store.migrate", "export", "import")
     ]
     memories = document.get("korg-recall.memories")
     assert memories is not None and not set(memories.properties) & {"approve", "pending", "stats"}

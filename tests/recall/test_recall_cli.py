@@ -761,7 +761,12 @@ def test_introspect_validates_against_the_bridge_contract(document: dict[str, An
     parsed = parse_document(document, label="korg-recall")
     assert [(s.command_id, s.reason) for s in parsed.skipped] == [
         (name, "offered on the cli surface only")  # a person's act, never a tool
-        for name in ("korg-recall.restore", "korg-recall.export", "korg-recall.import")
+        for name in (
+            "korg-recall.restore",
+            "korg-recall.store.migrate",
+            "korg-recall.export",
+            "korg-recall.import",
+        )
     ]
     assert len(parsed.callables) == len(document["callables"]) - len(parsed.skipped) >= 5
 

@@ -8,7 +8,9 @@ is marked:
 * ``sqlite_only(why)`` -- inherently about the SQLite store: its file, WAL, backups, the Markdown
   mirror beside it or its file log (a team store has none of these; its counterparts are tested
   in ``test_memory_pg*.py``);
-* ``no_store`` -- touches no store at all (normalisation, front matter, scopes as text).
+* ``no_store`` -- touches no store at all (normalisation, front matter, scopes as text);
+* ``postgres_only`` -- about the team store alone: row-level security, tenants, its vectors, its
+  failures (``test_memory_pg*.py``).
 
 The PostgreSQL runs skip, with the reason, where the embedded server cannot start.
 """
@@ -36,6 +38,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "backends_by_module: the module's own fixtures choose the backend (one server per backend)"
     )
+    config.addinivalue_line(
+        "markers", "postgres_only: about the team store alone (RLS, tenants, its failures)"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -44,7 +49,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     definition = metafunc.definition
     if definition.get_closest_marker("sqlite_only") or definition.get_closest_marker("no_store"):
         return
-    if definition.get_closest_marker("backends_by_module"):
+    if definition.get_closest_marker("backends_by_module") or definition.get_closest_marker("postgres_only"):
         return
     metafunc.parametrize("backend", BACKENDS, indirect=True)
 

@@ -78,9 +78,11 @@ class EmbeddedServer:
     password: str
     user: str | None
     bin: Path
+    fsync: bool = False
+    extra: tuple[str, ...] = ()
 
     @classmethod
-    def start(cls) -> EmbeddedServer:
+    def start(cls, *, fsync: bool = False, settings: Sequence[str] = ()) -> EmbeddedServer:
         """initdb and start a server; always stopped and removed by :meth:`stop`.
 
         Raises:
@@ -89,7 +91,7 @@ class EmbeddedServer:
         folder = binaries()
         base = Path(tempfile.mkdtemp(prefix="korg-pg-"))
         user = "nobody" if os.geteuid() == 0 else None
-        server = cls(base, _free_port(), secrets.token_hex(12), user, folder)
+        server = cls(base, _free_port(), secrets.token_hex(12), user, folder, fsync, tuple(settings))
         try:
             server._init()
             server._pg_ctl(
@@ -109,8 +111,13 @@ class EmbeddedServer:
         return server
 
     def _options(self) -> str:
-        # fsync off: a test cluster is thrown away; durability is PostgreSQL's own business.
-        return f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories='' -c fsync=off -c max_connections=200"
+        # fsync off for the tests: a test cluster is thrown away; durability is PostgreSQL's own
+        # business. The benchmark keeps it on (a commit then costs what it costs in production).
+        extra = "".join(f" -c {setting}" for setting in self.extra)
+        return (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories='' "
+            f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=200{extra}"
+        )
 
     def _run(self, *argv: str) -> None:
         subprocess.run(

@@ -112,7 +112,7 @@ def test_importing_the_memory_package_pulls_in_no_heavy_module() -> None:
         "import korg_bridge.recall.memory.stats, korg_bridge.recall.memory.listing\n"
         "import korg_bridge.recall.memory.importer, korg_bridge.recall.memory.export\n"
         "import korg_bridge.recall.memory.recall_view\n"
-        "heavy = [m for m in ('numpy', 'jsonschema', 'mcp', 'fastembed') if m in sys.modules]\n"
+        "heavy = [m for m in ('numpy', 'jsonschema', 'mcp', 'fastembed', 'psycopg') if m in sys.modules]\n"
         "print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -244,18 +244,21 @@ def test_the_mirror_stays_off_and_asking_for_it_is_refused(
 # --- vectors ----------------------------------------------------------------------------------
 
 
-def _unit(rng: random.Random, dim: int = 384) -> list[float]:
-    values = [rng.gauss(0.0, 1.0) for _ in range(dim)]
-    norm = sum(v * v for v in values) ** 0.5
-    return [v / norm for v in values]
+def _near(rng: random.Random, center: list[float], spread: float) -> list[float]:
+    return [x + spread * rng.gauss(0.0, 1.0) for x in center]
 
 
 def test_tenant_filtered_vector_queries_return_k_rows(pg_roles: Roles) -> None:
     """The pgvector pitfall: an HNSW scan yields ef_search candidates of every tenant, the tenant
     filter drops most, and fewer than k rows come back. Iterative scans must return k."""
     rng = random.Random(7)
+    # Every tenant's vectors around one topic, at graded distances: other tenants' vectors are as
+    # close to the query as this tenant's (the worst case for a filter), and the true 10 nearest
+    # are well apart (memories 0-9, by distance), so the index can be held to them.
+    topic = [rng.gauss(0.0, 1.0) for _ in range(384)]
     tenants = [tenant() for _ in range(20)]
     per_tenant, k = 30, 10
+    ids: dict[str, list[str]] = {}
     for name in tenants:
         with PgStore.open(pg_roles.app_url(), {"KORG_RECALL_TENANT": name}) as store, store.write() as tx:
             for n in range(per_tenant):
@@ -265,8 +268,9 @@ def test_tenant_filtered_vector_queries_return_k_rows(pg_roles: Roles) -> None:
                             content_hash=f"h{n}", actor="test", recorded_at=iso()),
                 )  # fmt: skip
                 assert version.rowid is not None
-                tx.vectors.put(tx, version.rowid, "test-model", 384, _unit(rng))
-    query = _unit(rng)
+                tx.vectors.put(tx, version.rowid, "test-model", 384, _near(rng, topic, 0.2 + 0.05 * n))
+                ids.setdefault(name, []).append(version.id)
+    query = _near(rng, topic, 0.1)
     with PgStore.open(pg_roles.app_url(), {"KORG_RECALL_TENANT": tenants[3]}) as store, store.reading() as tx:
         exact = nearest(tx, "user", "test-model", 384, query, k, exact=True)
         # At this size the planner reads the tenant's 30 rows and sorts them (exact, and right);
@@ -283,7 +287,8 @@ def test_tenant_filtered_vector_queries_return_k_rows(pg_roles: Roles) -> None:
         pitfall = nearest(tx, "user", "test-model", 384, query, k, iterative=False)
     assert "Index Scan using memory_vectors_hnsw_384" in plan
     assert len(found) == k
-    assert len({memory_id for memory_id, _ in found} & {memory_id for memory_id, _ in exact}) >= 9
+    assert [memory_id for memory_id, _ in exact] == ids[tenants[3]][:k]
+    assert len({memory_id for memory_id, _ in found} & set(ids[tenants[3]][:k])) >= 9
     assert [c for _, c in found] == sorted((c for _, c in found), reverse=True)
     assert len(pitfall) < k  # what the iterative scan is there for
 

@@ -5,6 +5,7 @@
     python bench/memory_bench.py --quality   # the two suites only (~1 min), print only
     python bench/memory_bench.py --check     # exit 1 when a target is missed
     python bench/memory_bench.py --context-only  # the session-start brief's row only (~3 min)
+    python bench/memory_bench.py --quality --store-url postgresql://…  # the suites on a team store
 
 1. **Latency**, each a fresh ``korg-recall`` process as the bridge runs it per
    tool call, keyword only (no embedding model in the environment): ``remember``
@@ -416,7 +417,8 @@ def semantic_decider(directory: str) -> Any:
     def decide_with(store: Store, ctx: Any, scope: str, first: str, second: str) -> str:
         made = remember(store, ctx, {"content": first, "type": "project", "scope": scope})
         draft, _ = make_draft({"content": second, "type": "project"}, scope, allow_secrets=False)
-        old = store.conn.execute("SELECT title, body FROM memory WHERE id = ?", (made["id"],)).fetchone()
+        with store.reading() as tx:
+            old = tx.execute("SELECT title, body FROM memory WHERE id = ?", (made["id"],)).fetchone()
         vectors = embedder.embed([embed_text(draft.title, draft.body), embed_text(old[0], old[1])])
         with store.reading() as conn:
             return decide(conn, draft, {str(made["id"]): float(np.dot(vectors[0], vectors[1]))}).status
@@ -430,17 +432,18 @@ class Quality:
     dedup: dict[tuple[int, str], suites.DedupScore] = field(default_factory=dict)
 
 
-def measure_quality(workdir: Path) -> Quality:
+def measure_quality(workdir: Path, store_url: str | None = None) -> Quality:
+    """The suites on each seed: in SQLite stores, or (``store_url``) in tenants of a team store."""
     quality = Quality()
     env = _quality_env(workdir)
     directory = model_dir()
     decider = semantic_decider(directory) if directory else None
     for seed in (TUNE_SEED, *SEEN_SEEDS, HELD_OUT_SEED):
         print(f"quality: seed {seed} ...", file=sys.stderr)
-        quality.updates[seed] = suites.run_updates(seed, env)
-        quality.dedup[(seed, "keyword")] = suites.run_dedup(seed, env)
+        quality.updates[seed] = suites.run_updates(seed, env, store_url=store_url)
+        quality.dedup[(seed, "keyword")] = suites.run_dedup(seed, env, store_url=store_url)
         if decider is not None:
-            quality.dedup[(seed, "model")] = suites.run_dedup(seed, env, decider)
+            quality.dedup[(seed, "model")] = suites.run_dedup(seed, env, decider, store_url=store_url)
     return quality
 
 
@@ -622,7 +625,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the session-start brief's row (~3 min); replaces that row in docs/benchmarks.md",
     )
+    parser.add_argument(
+        "--store-url",
+        help="with --quality: run the suites on this PostgreSQL team store (the application role's URL), a "
+        "tenant per run; bench/team_bench.py runs them on an embedded server and records both backends",
+    )
     args = parser.parse_args(argv)
+    if args.store_url and not args.quality:
+        parser.error("--store-url goes with --quality (the latency rows are the SQLite store's)")
     if args.context_only:
         return _context_only(args.no_write, args.check)
     started = time.perf_counter()
@@ -643,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
             if saved is not None:
                 os.environ[MODEL_DIR_ENV] = saved
         (workdir / "quality").mkdir()
-        quality = measure_quality(workdir / "quality")
+        quality = measure_quality(workdir / "quality", args.store_url)
     body, failed = render(latency, quality, where, [])
     print(body)
     print(f"{failed} target(s) missed; {time.perf_counter() - started:.0f} s", file=sys.stderr)

@@ -19,22 +19,29 @@ are scored on the real write policy and retrieval, in process:
   Scored: precision of merges, contradiction merges (must be 0), and the
   recall of paraphrases.
 
+Both run on a SQLite store in a temporary folder by default, or -- ``store_url`` -- on a
+PostgreSQL team store, each run in a tenant of its own (the same policy and retrieval, with the
+team store's keyword ranking).
+
 Stdlib and korg_bridge only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import tempfile
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from korg_bridge.recall.memory.backend import Store
 from korg_bridge.recall.memory.operations import remember, revise
 from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.search import search_memories
-from korg_bridge.recall.memory.store import Store
+from korg_bridge.recall.memory.store import SqliteStore
 
 DAY = 86_400.0
 START = 1_767_225_600.0
@@ -232,6 +239,24 @@ def _context(env: Mapping[str, str], project: Path, now: float) -> Context:
     return Context.from_env(env, cwd=str(project), now=now)
 
 
+@contextlib.contextmanager
+def opened(
+    root: Path, env: Mapping[str, str], store_url: str | None
+) -> Iterator[tuple[Store, dict[str, str]]]:
+    """A fresh store for one run -- a SQLite file under ``root``, or a new tenant of the team store
+    at ``store_url`` -- and the environment its calls see."""
+    if store_url is None:
+        with SqliteStore(root / "store" / "memory.sqlite") as store:
+            yield store, dict(env)
+        return
+    from korg_bridge.recall.memory.pg.store import PgStore
+
+    team = {**env, "KORG_RECALL_STORE": store_url, "KORG_RECALL_TENANT": f"bench-{uuid.uuid4().hex[:12]}"}
+    team.pop("KORG_RECALL_MIRROR", None)  # a team store has none
+    with PgStore.open(store_url, team) as store:
+        yield store, team
+
+
 def write_facts(store: Store, env: Mapping[str, str], project: Path, facts: list[Fact], seed: int) -> float:
     """Write every version on its own day, interleaving facts (and other attributes of their
     subjects) as a real store would see them; return the moment of the last write."""
@@ -340,15 +365,15 @@ def score_updates(
     return score
 
 
-def run_updates(seed: int, env: Mapping[str, str]) -> UpdateScore:
+def run_updates(seed: int, env: Mapping[str, str], store_url: str | None = None) -> UpdateScore:
     with tempfile.TemporaryDirectory(prefix="memory-updates-") as tmp:
         root = Path(tmp)
         project = root / "project"
         project.mkdir()
         facts = update_facts(seed)
-        with Store(root / "store" / "memory.sqlite") as store:
-            last = write_facts(store, env, project, facts, seed)
-            return score_updates(store, project, env, facts, seed, last + 3 * DAY)
+        with opened(root, env, store_url) as (store, run_env):
+            last = write_facts(store, run_env, project, facts, seed)
+            return score_updates(store, project, run_env, facts, seed, last + 3 * DAY)
 
 
 # --- dedup --------------------------------------------------------------------------------------
@@ -619,7 +644,12 @@ class DedupScore:
                 self.wrong.append(f"MERGED {pair.kind}: {pair.first!r} / {pair.second!r}")
 
 
-def run_dedup(seed: int, env: Mapping[str, str], decide_with: Callable[..., str] | None = None) -> DedupScore:
+def run_dedup(
+    seed: int,
+    env: Mapping[str, str],
+    decide_with: Callable[..., str] | None = None,
+    store_url: str | None = None,
+) -> DedupScore:
     """Write each pair into a scope of its own through ``remember`` and count the merges.
 
     ``decide_with(store, ctx, first, second)``, when given, returns the status of the second
@@ -630,9 +660,9 @@ def run_dedup(seed: int, env: Mapping[str, str], decide_with: Callable[..., str]
         root = Path(tmp)
         project = root / "project"
         project.mkdir()
-        with Store(root / "store" / "memory.sqlite") as store:
+        with opened(root, env, store_url) as (store, run_env):
             for number, pair in enumerate(dedup_pairs(seed)):
-                ctx = _context(env, project, START + number)
+                ctx = _context(run_env, project, START + number)
                 scope = f"agent:pair{number}"
                 if decide_with is not None:
                     status = decide_with(store, ctx, scope, pair.first, pair.second)

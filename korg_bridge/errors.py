@@ -10,6 +10,7 @@ message and return the code without knowing where the error came from::
     ├── DiscoveryError             exit 4  error.io        (binary timed out / crashed)
     │   ├── BinaryNotFound         exit 7  error.dependency_missing
     │   └── DocumentError          exit 3  error.config    (the document is broken)
+    ├── NetworkError               exit 5  error.network   (a server cannot be reached)
     ├── DependencyMissing          exit 7  error.dependency_missing (model, extra)
     └── ToolCallError              exit 1  (a call the model can fix: becomes isError)
         ├── ArgumentError                  (arguments fail the schema / cannot be argv)
@@ -91,6 +92,12 @@ class PolicyDenied(ToolCallError):
     """The callable's side effects are not allowed by the active policy."""
 
     exit_code = 3
+
+
+class NetworkError(KorgError):
+    """A server the command needs cannot be reached (refused, unresolvable, dropped)."""
+
+    exit_code = 5
 
 
 class DependencyMissing(KorgError):

@@ -78,19 +78,21 @@ def tokens(text: str) -> int:
     return math.ceil(len(text.encode("utf-8")) / BYTES_PER_TOKEN)
 
 
-def brief_sql(group_where: str, scope_count: int, *, skip_auto_memory: bool) -> str:
+def brief_sql(group_where: str, scope_count: int, *, skip_auto_memory: bool, source_kind: str) -> str:
     """One section's rows: live, trusted, unexpired heads in the scopes, not from an instructions
-    file (nor Claude Code's auto memory when asked), pinned then newest. Params: scopes, now, limit."""
+    file (nor Claude Code's auto memory when asked), pinned then newest. ``source_kind`` is the
+    store's expression for ``source.kind`` (:meth:`~.memory.backend.Tx.source_field`). Params:
+    scopes, now, limit."""
     return (
-        f"SELECT {_ROW_COLUMNS} FROM memory WHERE {_common_where(scope_count, skip_auto_memory)} "
+        f"SELECT {_ROW_COLUMNS} FROM memory WHERE {_common_where(scope_count, skip_auto_memory, source_kind)} "
         f"AND ({group_where}) ORDER BY pinned DESC, recorded_at DESC, id LIMIT ?"
     )
 
 
-def count_sql(scope_count: int, *, skip_auto_memory: bool) -> str:
+def count_sql(scope_count: int, *, skip_auto_memory: bool, source_kind: str) -> str:
     """How many such memories there are by type and pinned, for the sections' sizes. Params: scopes, now."""
     return (
-        f"SELECT type, pinned, count(*) FROM memory WHERE {_common_where(scope_count, skip_auto_memory)} "
+        f"SELECT type, pinned, count(*) FROM memory WHERE {_common_where(scope_count, skip_auto_memory, source_kind)} "
         "GROUP BY type, pinned"
     )
 
@@ -105,12 +107,12 @@ def _section_of(kind: str, pinned: bool) -> int | None:
 _ROW_COLUMNS = f"id, type, title, substr(body, 1, {EXCERPT_CHARS * 3}), recorded_at, pinned"
 
 
-def _common_where(scope_count: int, skip_auto_memory: bool) -> str:
+def _common_where(scope_count: int, skip_auto_memory: bool, source_kind: str) -> str:
     kinds = "('instructions', 'claude-auto-memory')" if skip_auto_memory else "('instructions')"
     return (
         f"scope IN ({', '.join('?' * scope_count)}) AND superseded_by IS NULL AND state = 'live' "
         "AND trust = 'trusted' AND (expires_at IS NULL OR expires_at > ?) "
-        f"AND coalesce(json_extract(source, '$.kind'), '') NOT IN {kinds}"
+        f"AND coalesce({source_kind}, '') NOT IN {kinds}"
     )
 
 
@@ -269,14 +271,15 @@ def _memories(brief: Brief, ctx: Any, limit: int, *, skip_auto_memory: bool) -> 
         sync_mirror(store, ctx, scopes)
         claude_sync.refresh(store, ctx, scopes)
         with store.reading() as conn:
+            kind_field = conn.source_field("kind")
             for kind, pinned, count in conn.execute(
-                count_sql(len(scopes), skip_auto_memory=skip_auto_memory), params
+                count_sql(len(scopes), skip_auto_memory=skip_auto_memory, source_kind=kind_field), params
             ):
                 section = _section_of(str(kind), bool(pinned))
                 if section is not None:
                     totals[section] += int(count)
             for (title, where), total in zip(GROUPS, totals, strict=True):
-                sql = brief_sql(where, len(scopes), skip_auto_memory=skip_auto_memory)
+                sql = brief_sql(where, len(scopes), skip_auto_memory=skip_auto_memory, source_kind=kind_field)
                 rows = [
                     _Row(str(a), str(b), str(c), str(d or ""), str(e), bool(f))
                     for a, b, c, d, e, f in (conn.execute(sql, (*params, room)) if total else ())

@@ -31,7 +31,14 @@ from korg_bridge._version import __version__
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.limits import check_query, check_source_count
 from korg_bridge.recall.modes import SEMANTIC_MODES, auto_mode, load_for_mode, resolve_mode
-from korg_bridge.recall.schemas import LEDGER_PROP, RECALL_KINDS, RECALL_SCHEMA, SHOW_SCHEMA, VERIFY_SCHEMA
+from korg_bridge.recall.schemas import (
+    LEDGER_PROP,
+    RECALL_KINDS,
+    RECALL_SCHEMA,
+    SHOW_SCHEMA,
+    VERIFY_CLI_FLAGS,
+    VERIFY_SCHEMA,
+)
 from korg_bridge.toolkit import Toolkit
 
 if TYPE_CHECKING:
@@ -572,11 +579,25 @@ def prune(args: dict[str, Any]) -> int:
     input_schema=VERIFY_SCHEMA,
     side_effects="fs_read",
     output_mode="envelope",
+    cli_properties=VERIFY_CLI_FLAGS,
 )
 def verify(args: dict[str, Any]) -> int:
     from korg_bridge.ledger import verify_file
     from korg_bridge.ledgercheck import parse_public_key
 
+    if (args.get("path") is None) == (args.get("store") is None):
+        raise UsageError(
+            "pass --path LEDGER (a ledger file) or, on the command line, --store STORE (a memory store: a path "
+            "or a postgresql:// URL)."
+        )
+    if args.get("store") is not None:
+        if args.get("pubkey") is not None or args.get("anchors"):
+            raise UsageError("--pubkey and --anchors check a ledger file: pass them with --path.")
+        from korg_bridge.recall.memory.oplog import verify_store
+
+        report = verify_store(str(args["store"]), _env())
+        _print_json(report.to_dict())
+        return 0 if report.intact else NOT_INTACT
     key = _env().get("KORG_LEDGER_KEY")
     public_key = parse_public_key(args["pubkey"]) if args.get("pubkey") is not None else None
     anchors = Path(args["anchors"]).expanduser() if args.get("anchors") else None

@@ -39,6 +39,7 @@ __all__ = [
     "RECALL_KINDS",
     "RECALL_SCHEMA",
     "SHOW_SCHEMA",
+    "VERIFY_CLI_FLAGS",
     "VERIFY_SCHEMA",
     "WEIGHTS_PROP",
 ]
@@ -255,7 +256,10 @@ VERIFY_SCHEMA: dict[str, Any] = {
         "path": {
             "type": "string",
             "maxLength": MAX_PATH_CHARS,
-            "description": "The ledger file (.jsonl) to verify: a regular file (directories, devices and FIFOs are refused).",
+            "description": (
+                "The ledger file (.jsonl) to verify: a regular file (directories, devices and FIFOs are refused). "
+                "Required (on the command line, --store may name a memory store instead)."
+            ),
         },
         "pubkey": {
             "type": "string",
@@ -274,7 +278,18 @@ VERIFY_SCHEMA: dict[str, Any] = {
             ),
         },
     },
-    "required": ["path"],
+}
+
+VERIFY_CLI_FLAGS: dict[str, Any] = {
+    "store": {
+        "type": "string",
+        "maxLength": MAX_PATH_CHARS,
+        "description": (
+            "Instead of --path: a memory store whose operation log to verify, a SQLite store's path (its "
+            "memory-ops.jsonl) or a postgresql:// URL (the chain of the tenant in KORG_RECALL_TENANT). Command "
+            "line only: a tool argument must not make an fs_read call connect to a server."
+        ),
+    },
 }
 
 CONTEXT_SCHEMA: dict[str, Any] = {

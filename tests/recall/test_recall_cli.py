@@ -763,6 +763,7 @@ def test_introspect_validates_against_the_bridge_contract(document: dict[str, An
         (name, "offered on the cli surface only")  # a person's act, never a tool
         for name in (
             "korg-recall.restore",
+            "korg-recall.store.migrate",
             "korg-recall.export",
             "korg-recall.import",
             "korg-recall.hooks.install",

@@ -4,14 +4,19 @@ The design is ``docs/memory.md``. One concept per module:
 
 ==============  ====================================================================
 ``records``     one version row (:class:`~.records.Version`), ids, timestamps
-``schema``      the store's named migrations
-``store``       the SQLite file: where it lives, opening it safely, transactions, rows
+``backend``     the store interface: a store, its transactions, the concerns whose SQL
+                differs (full text, vectors, the log); which backend a location opens
+``schema``      the SQLite store's named migrations
+``store``       the SQLite file: where it lives, opening it safely, transactions
+``fulltext``    the SQLite store's keyword search (FTS5, BM25)
+``tenancy``     who calls: the tenant of a team store, the actor of each write
+``pg``          the team store: PostgreSQL + pgvector, tenants isolated by row-level security
 ``scopes``      ``user`` / ``project:<root>`` / ``agent:`` / ``session:``; the context
                 of a call (actor, approval mode, working directory)
 ``normalize``   normalised text, content hashes, word sets, the difference guard
 ``safety``      redaction, injected-instruction heuristics, the delimited block
 ``policy``      the deterministic write decisions of ``remember``
-``vectors``     embeddings of memories, when a model is present
+``vectors``     embeddings of memories, when a model is present (a SQLite store's kept here)
 ``search``      memory retrieval (ranked hits with a score breakdown), forget's matching
 ``oplog``       the operation log: pending rows in the transaction, appended after commit
 ``mirror``      the Markdown mirror: render, parse, write atomically, import hand edits
@@ -22,5 +27,6 @@ The design is ``docs/memory.md``. One concept per module:
 ==============  ====================================================================
 
 Importing this package (or any module but ``vectors``' model path) never imports
-numpy, jsonschema or the MCP SDK: korg-recall is a fresh process per tool call.
+numpy, jsonschema or the MCP SDK, and only a ``postgresql://`` store imports psycopg:
+korg-recall is a fresh process per tool call.
 """

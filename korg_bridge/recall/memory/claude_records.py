@@ -24,10 +24,12 @@ does not copy them (see :func:`is_derived`).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Tx
 
 __all__ = [
     "AUTO_MEMORY",
@@ -115,7 +117,7 @@ def _file(row: Sequence[Any]) -> FileRow:
 
 
 def file_rows(
-    conn: sqlite3.Connection, *, folders: Iterable[str] | None = None, kind: str | None = None
+    conn: Tx, *, folders: Iterable[str] | None = None, kind: str | None = None
 ) -> dict[str, FileRow]:
     """Rows by path: all, or those found in ``folders`` (and of one ``kind``)."""
     clauses: list[str] = []
@@ -134,12 +136,12 @@ def file_rows(
     return {found.path: found for found in map(_file, rows)}
 
 
-def file_row(conn: sqlite3.Connection, path: str) -> FileRow | None:
+def file_row(conn: Tx, path: str) -> FileRow | None:
     row = conn.execute(f"SELECT {_FILE_COLUMNS} FROM claude_files WHERE path = ?", (path,)).fetchone()
     return None if row is None else _file(row)
 
 
-def rows_for_ids(conn: sqlite3.Connection, ids: Sequence[str], kind: str) -> list[FileRow]:
+def rows_for_ids(conn: Tx, ids: Sequence[str], kind: str) -> list[FileRow]:
     """Rows of ``kind`` whose lineages include one of ``ids``."""
     if not ids:
         return []
@@ -152,7 +154,7 @@ def rows_for_ids(conn: sqlite3.Connection, ids: Sequence[str], kind: str) -> lis
     return [_file(row) for row in rows]
 
 
-def put_file(conn: sqlite3.Connection, row: FileRow) -> None:
+def put_file(conn: Tx, row: FileRow) -> None:
     """Record a file's state (inside the caller's transaction)."""
     conn.execute(
         f"INSERT OR REPLACE INTO claude_files ({_FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -163,7 +165,7 @@ def put_file(conn: sqlite3.Connection, row: FileRow) -> None:
     )  # fmt: skip
 
 
-def drop_file(conn: sqlite3.Connection, path: str) -> None:
+def drop_file(conn: Tx, path: str) -> None:
     conn.execute("DELETE FROM claude_files WHERE path = ?", (path,))
 
 
@@ -177,21 +179,21 @@ class FolderRow:
     mtime_ns: int
 
 
-def folder_rows(conn: sqlite3.Connection) -> dict[str, FolderRow]:
+def folder_rows(conn: Tx) -> dict[str, FolderRow]:
     return {
         str(path): FolderRow(str(path), root, str(how), int(mtime_ns))
         for path, root, how, mtime_ns in conn.execute("SELECT path, root, how, mtime_ns FROM claude_folders")
     }
 
 
-def folder_row(conn: sqlite3.Connection, path: str) -> FolderRow | None:
+def folder_row(conn: Tx, path: str) -> FolderRow | None:
     found = conn.execute(
         "SELECT path, root, how, mtime_ns FROM claude_folders WHERE path = ?", (path,)
     ).fetchone()
     return None if found is None else FolderRow(str(found[0]), found[1], str(found[2]), int(found[3]))
 
 
-def put_folder(conn: sqlite3.Connection, row: FolderRow) -> None:
+def put_folder(conn: Tx, row: FolderRow) -> None:
     conn.execute(
         "INSERT OR REPLACE INTO claude_folders (path, root, how, mtime_ns) VALUES (?, ?, ?, ?)",
         (row.path, row.root, row.how, row.mtime_ns),
@@ -205,14 +207,14 @@ def put_folder(conn: sqlite3.Connection, row: FolderRow) -> None:
     )
 
 
-def block_sha(conn: sqlite3.Connection, path: str) -> tuple[str, bool] | None:
+def block_sha(conn: Tx, path: str) -> tuple[str, bool] | None:
     """The SHA-256 of the block korg-recall last wrote into the ``MEMORY.md`` at ``path``, and
     whether korg-recall created that file."""
     row = conn.execute("SELECT sha256, created FROM claude_blocks WHERE path = ?", (path,)).fetchone()
     return None if row is None else (str(row[0]), bool(row[1]))
 
 
-def put_block(conn: sqlite3.Connection, path: str, scope: str, sha256: str | None, *, created: bool) -> None:
+def put_block(conn: Tx, path: str, scope: str, sha256: str | None, *, created: bool) -> None:
     """Record the block just written (``None``: there is none any more)."""
     if sha256 is None:
         conn.execute("DELETE FROM claude_blocks WHERE path = ?", (path,))
@@ -223,9 +225,7 @@ def put_block(conn: sqlite3.Connection, path: str, scope: str, sha256: str | Non
     )
 
 
-def replace_wiki_links(
-    conn: sqlite3.Connection, sources: Sequence[str], links: Iterable[tuple[str, str]], at: str
-) -> None:
+def replace_wiki_links(conn: Tx, sources: Sequence[str], links: Iterable[tuple[str, str]], at: str) -> None:
     """Make ``links`` (``src``, ``dst``) the ``wiki`` links going out of ``sources``."""
     if sources:
         marks = ", ".join("?" * len(sources))
@@ -236,7 +236,7 @@ def replace_wiki_links(
     )
 
 
-def summary(conn: sqlite3.Connection) -> dict[str, Any]:
+def summary(conn: Tx) -> dict[str, Any]:
     """What ``stats`` says about Claude Code's files: counts, skipped files with why, unknown folders."""
     counts: dict[str, dict[str, int]] = {}
     for kind, status, count in conn.execute(

@@ -10,17 +10,16 @@ each project the call reads. Nothing here reads a file's content or writes one.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from korg_bridge.errors import ConfigError
 from korg_bridge.recall.memory import claude_records as records
+from korg_bridge.recall.memory.backend import Store, Tx
 from korg_bridge.recall.memory.claude_paths import instruction_files, projects_dir, resolve_folder
 from korg_bridge.recall.memory.claude_records import AUTO_MEMORY, INSTRUCTIONS, FolderRow
 from korg_bridge.recall.memory.scopes import Context
-from korg_bridge.recall.memory.store import Store
 
 __all__ = [
     "ENV_CLAUDE_MEMORY",
@@ -78,7 +77,7 @@ def _md_files(folder: Path) -> list[Path] | None:
         return None
 
 
-def memory_places(conn: sqlite3.Connection | None, ctx: Context, updates: list[FolderRow]) -> list[Place]:
+def memory_places(conn: Tx | None, ctx: Context, updates: list[FolderRow]) -> list[Place]:
     """Every memory folder under ``<config>/projects``, with the project each belongs to."""
     try:
         with os.scandir(projects_dir(ctx.env)) as entries:
@@ -150,9 +149,12 @@ def open_for_reading(ctx: Context, scopes: Sequence[str]) -> Store | None:
     Raises:
         ConfigError: the store path cannot be used (see :mod:`.store`), or a bad switch value.
     """
-    from korg_bridge.recall.memory.store import default_store_path
+    from korg_bridge.recall.memory.backend import location, open_store
+    from korg_bridge.recall.memory.store import SqliteStore
 
-    path = default_store_path(ctx.env)
-    if path.exists() or anything_to_read(ctx, scopes):
-        return Store(path)
+    where = location(ctx.env)
+    if where.path is None:
+        return open_store(ctx.env)  # a team store: always there, and never fed from one person's folders
+    if where.path.exists() or anything_to_read(ctx, scopes):
+        return SqliteStore(where.path)
     return None

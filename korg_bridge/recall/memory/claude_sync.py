@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import claude_records as records
+from korg_bridge.recall.memory.backend import Store, Tx
 from korg_bridge.recall.memory.claude_files import Read, Skip, read_file, read_parts
 from korg_bridge.recall.memory.claude_records import AUTO_MEMORY, WRITEBACK, FileRow, FolderRow
 from korg_bridge.recall.memory.claude_scan import (
@@ -58,7 +58,6 @@ from korg_bridge.recall.memory.claude_scan import (
 from korg_bridge.recall.memory.records import Version, iso, new_id
 from korg_bridge.recall.memory.rows import head, insert_version, select_versions, update_head
 from korg_bridge.recall.memory.scopes import Context
-from korg_bridge.recall.memory.store import Store
 
 __all__ = ["ENV_CLAUDE_MEMORY", "READER", "anything_to_read", "open_for_reading", "reading_on", "refresh"]
 
@@ -93,16 +92,18 @@ def refresh(store: Store, ctx: Context, scopes: Sequence[str]) -> list[str]:
         ConfigError: ``KORG_RECALL_CLAUDE_MEMORY`` has a bad value.
         KorgError: the store fails.
     """
-    if not reading_on(ctx):
+    if not reading_on(ctx) or store.kind != "sqlite":  # a team store is not one person's folders
         return []
     updates: list[FolderRow] = []
-    places = memory_places(store.conn, ctx, updates)
+    with store.reading() as tx:
+        places = memory_places(tx, ctx, updates)
     for update in updates:  # a folder just mapped to its project: its files are read in this pass
         for place in places:
             if place.folder == str(Path(update.path) / "memory") and update.root:
                 place.scope = f"project:{update.root}"
     places += instruction_places(ctx, scopes)
-    recorded = records.file_rows(store.conn, folders=[place.folder for place in places])
+    with store.reading() as tx:
+        recorded = records.file_rows(tx, folders=[place.folder for place in places])
     work: list[tuple[Place, Path, str, FileRow | None]] = []
     gone: list[FileRow] = []
     for place in places:
@@ -139,9 +140,7 @@ def refresh(store: Store, ctx: Context, scopes: Sequence[str]) -> list[str]:
                 conn, actor=READER, op="claude_read", status="read", args=dict(done.counts), now=ctx.now
             )
     if done.counts:
-        from korg_bridge.recall.memory import oplog
-
-        oplog.flush(store, ctx.env)
+        store.flush_log(ctx.env)
     for problem in done.problems:
         logger.info("claude code memory: %s", problem)
     return done.problems
@@ -158,7 +157,7 @@ def _settled(path: Path, row: FileRow) -> bool:
     return info.st_size == row.size and info.st_mtime_ns == row.mtime_ns
 
 
-def _one(conn: sqlite3.Connection, ctx: Context, place: Place, path: Path, label: str, done: _Pass) -> None:
+def _one(conn: Tx, ctx: Context, place: Place, path: Path, label: str, done: _Pass) -> None:
     """Take in one file found changed (inside the pass's transaction)."""
     row = records.file_row(conn, str(path))  # as it is now: another process may have taken it in
     if row is not None and row.kind == WRITEBACK:
@@ -198,7 +197,7 @@ def _one(conn: sqlite3.Connection, ctx: Context, place: Place, path: Path, label
 
 
 def _skip(
-    conn: sqlite3.Connection,
+    conn: Tx,
     place: Place,
     path: Path,
     row: FileRow | None,
@@ -230,7 +229,7 @@ def _source(place: Place, path: Path, number: int, total: int) -> dict[str, Any]
 
 
 def _apply_parts(
-    conn: sqlite3.Connection,
+    conn: Tx,
     ctx: Context,
     place: Place,
     path: Path,
@@ -287,7 +286,7 @@ def _apply_parts(
     return ids
 
 
-def _retire(conn: sqlite3.Connection, ctx: Context, memory_id: str, reason: str, done: _Pass) -> None:
+def _retire(conn: Tx, ctx: Context, memory_id: str, reason: str, done: _Pass) -> None:
     """A new version of ``memory_id`` by the reader, retired, with ``reason`` (kept, restorable)."""
     from korg_bridge.recall.memory.writes import add_version
 
@@ -299,7 +298,7 @@ def _retire(conn: sqlite3.Connection, ctx: Context, memory_id: str, reason: str,
     done.count("retired")
 
 
-def _gone(conn: sqlite3.Connection, ctx: Context, row: FileRow, done: _Pass) -> None:
+def _gone(conn: Tx, ctx: Context, row: FileRow, done: _Pass) -> None:
     """A recorded file that is no longer there."""
     if row.kind == WRITEBACK:
         # Claude Code (or a person) deleted a topic file korg-recall wrote: our memory stays, and
@@ -317,9 +316,7 @@ def _gone(conn: sqlite3.Connection, ctx: Context, row: FileRow, done: _Pass) -> 
         done.linked.add(row.folder)
 
 
-def _our_file_edited(
-    conn: sqlite3.Connection, ctx: Context, place: Place, path: Path, row: FileRow, done: _Pass
-) -> None:
+def _our_file_edited(conn: Tx, ctx: Context, place: Place, path: Path, row: FileRow, done: _Pass) -> None:
     """A topic file korg-recall wrote changed on disk: the edit becomes a version of our memory."""
     from korg_bridge.recall.memory.drafts import prepare_text
     from korg_bridge.recall.memory.writes import add_version
@@ -372,7 +369,7 @@ def _our_file_edited(
     )
 
 
-def _link(conn: sqlite3.Connection, folder: str, at: str) -> None:
+def _link(conn: Tx, folder: str, at: str) -> None:
     """Work out the ``wiki`` links among the topic files of one memory folder again."""
     rows = [row for row in records.file_rows(conn, folders=[folder]).values() if row.kind == AUTO_MEMORY]
     taken = [row for row in rows if row.status in ("taken", "skipped") and row.ids]

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from korg_bridge.recall.memory.records import MEMORY_TYPES
 
 if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Store
     from korg_bridge.recall.memory.scopes import Context
-    from korg_bridge.recall.memory.store import Store
     from korg_bridge.toolkit import Toolkit
 
 __all__ = ["FORGET_SCHEMA", "MEMORIES_SCHEMA", "REMEMBER_SCHEMA", "REVISE_SCHEMA", "register"]
@@ -169,6 +169,22 @@ MEMORIES_CLI_FLAGS: dict[str, Any] = {
 }
 
 
+STORE_MIGRATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "grant": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": 63},
+            "maxItems": 16,
+            "description": (
+                "An existing role to grant what the application needs (schema usage, rows of its tenant under "
+                "row-level security, appending to the log; nothing it could own). Repeatable."
+            ),
+        },
+    },
+}
+
+
 def _print(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
@@ -184,26 +200,27 @@ def _context() -> Context:
 
 
 def _open() -> Store:
-    from korg_bridge.recall.memory.store import Store, default_store_path
+    from korg_bridge.recall.memory.backend import open_store
 
-    return Store(default_store_path(_env()))
+    return open_store(_env())
 
 
 def _exists() -> bool:
-    from korg_bridge.recall.memory.store import default_store_path
+    from korg_bridge.recall.memory.backend import store_exists
 
-    return default_store_path(_env()).exists()
+    return store_exists(_env())
 
 
 def _require_store(memory_id: object) -> None:
     """Raises:
     UsageError: no store exists yet, so no memory does (and none is created to say so)."""
     from korg_bridge.errors import UsageError
-    from korg_bridge.recall.memory.store import default_store_path
+    from korg_bridge.recall.memory.backend import location
 
-    path = default_store_path(_env())
-    if not path.exists():
-        raise UsageError(f"no memory {memory_id}: nothing has been remembered yet (no store at {path}).")
+    if not _exists():
+        raise UsageError(
+            f"no memory {memory_id}: nothing has been remembered yet (no store at {location(_env()).label})."
+        )
 
 
 def remember_cmd(args: dict[str, Any]) -> int:
@@ -291,19 +308,19 @@ def memories_cmd(args: dict[str, Any]) -> int:
             raise UsageError("no memories yet: the memory store does not exist. Remember something first.")
         _print({"scopes": list(scopes), "total": 0, "shown": 0, "lines": [], "next_cursor": None})
         return 0
-    from korg_bridge.recall.memory import oplog
+    from korg_bridge.recall.memory.backend import read_with_retry
     from korg_bridge.recall.memory.sync import sync_mirror
 
-    with opened as store:
+    def read(store: Store) -> tuple[dict[str, Any], list[str]]:
         problems = sync_mirror(store, ctx, scopes)
         problems += claude_sync.refresh(store, ctx, scopes)  # what Claude Code changed in its folders
-        oplog.flush(store, ctx.env)
+        store.flush_log(ctx.env)
         if args.get("ids"):
-            result = listing.read_full(
+            found = listing.read_full(
                 store, args["ids"], now=ctx.now, scopes=scopes, include_pending=not ctx.is_agent
             )
         else:
-            result = listing.index_lines(
+            found = listing.index_lines(
                 store,
                 scopes=scopes,
                 project=ctx.project,
@@ -315,9 +332,28 @@ def memories_cmd(args: dict[str, Any]) -> int:
                 budget_tokens=int(args.get("budget_tokens") or 800),
                 cursor=args.get("cursor"),
             )
+        return found, problems
+
+    result, problems = read_with_retry(_env(), read, opened=opened)
     if problems:
         result["mirror_problems"] = problems
     _print(result)
+    return 0
+
+
+def store_migrate_cmd(args: dict[str, Any]) -> int:
+    from korg_bridge.errors import ConfigError
+    from korg_bridge.recall.memory.backend import ENV_STORE, location
+
+    where = location(_env())
+    if where.url is None:
+        raise ConfigError(
+            f"store migrate sets up a PostgreSQL memory store, and {ENV_STORE} is not one ({where.label}); a SQLite "
+            f"store migrates itself when opened. Set {ENV_STORE}=postgresql://OWNER:PASSWORD@HOST/DATABASE."
+        )
+    from korg_bridge.recall.memory.pg.migrate import migrate_store
+
+    _print(migrate_store(where.url, list(args.get("grant") or [])))
     return 0
 
 
@@ -382,6 +418,18 @@ def register(kit: Toolkit) -> None:
         output_mode="envelope",
         surfaces=["cli"],
     )(restore_cmd)
+    kit.command(
+        "korg-recall.store.migrate",
+        description=(
+            "Create or upgrade the schema of a PostgreSQL memory store (KORG_RECALL_STORE=postgresql://… as the "
+            "owner) and grant the application role its privileges. Idempotent; an operator's command, not offered "
+            "to models."
+        ),
+        input_schema=STORE_MIGRATE_SCHEMA,
+        side_effects="network",
+        output_mode="envelope",
+        surfaces=["cli"],
+    )(store_migrate_cmd)
     from korg_bridge.recall.memory.transfer import register as register_transfer
 
     register_transfer(kit)  # export, import: command line only

@@ -22,18 +22,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from korg_bridge._version import __version__
 from korg_bridge.errors import ConfigError, UsageError
 from korg_bridge.recall.memory.frontmatter import rel_path, render
 from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.rows import select_versions
-from korg_bridge.recall.memory.store import Store
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Store, Tx
 
 __all__ = ["EXPORT_FORMAT", "FORMATS", "export_jsonl", "export_markdown", "jsonl_lines"]
 
@@ -43,10 +44,10 @@ FORMATS = ("jsonl", "markdown")
 
 
 def _scope_clause(scope: str | None) -> tuple[str, tuple[object, ...]]:
-    return ("scope = ?", (scope,)) if scope is not None else ("1", ())
+    return ("scope = ?", (scope,)) if scope is not None else ("1 = 1", ())
 
 
-def jsonl_lines(conn: sqlite3.Connection, *, scope: str | None, now: float) -> Iterator[str]:
+def jsonl_lines(conn: Tx, *, scope: str | None, now: float) -> Iterator[str]:
     """The export of ``conn``'s memories (of ``scope``, else all) as lines, header first.
 
     Run it inside one read transaction: the counts of the header and the lines that follow
@@ -142,7 +143,7 @@ def export_jsonl(
     Raises:
         UsageError: ``output`` exists or its folder does not.
         ConfigError: ``output`` cannot be written.
-        KorgError: the store fails (see :meth:`.store.Store.reading`).
+        KorgError: the store fails (see :meth:`.backend.Store.reading`).
     """
 
     def lines() -> Iterator[str]:
@@ -183,7 +184,7 @@ def _empty_lines(scope: str | None, now: float) -> Iterator[str]:
     yield json.dumps(header, ensure_ascii=False)
 
 
-def _live_heads(conn: sqlite3.Connection, scope: str | None) -> list[Version]:
+def _live_heads(conn: Tx, scope: str | None) -> list[Version]:
     where, params = _scope_clause(scope)
     return select_versions(
         conn, f"{where} AND superseded_by IS NULL AND state = 'live' ORDER BY scope, id", params

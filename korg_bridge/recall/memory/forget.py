@@ -12,9 +12,11 @@ expire after 10 minutes.
 **Purge** empties every version of the lineage (title, body, tags, key,
 source, provenance, reason) leaving tombstones (id, version, scope, type,
 content hash, state ``purged``), drops its vectors, links and the mirror file
-korg-recall wrote, rebuilds the full-text index and checkpoints the WAL: with
-``secure_delete`` on, the body's bytes are gone from the database file and
-its WAL. Copies outside the store are not touched, and the result says so.
+korg-recall wrote, and clears the keyword index of it. Then the store finishes
+the erasure its own way (:meth:`~.backend.Store.after_purge`): a SQLite store
+checkpoints its WAL (with ``secure_delete`` on, the body's bytes are gone from
+the file and its WAL); a team store vacuums the tables. Copies outside the store
+are not touched, and the result says so.
 """
 
 from __future__ import annotations
@@ -22,20 +24,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import ConfigError, UsageError
 from korg_bridge.recall.memory import mirror, oplog
 from korg_bridge.recall.memory.records import Version, check_id, iso
-from korg_bridge.recall.memory.rows import head, meta, update_head
+from korg_bridge.recall.memory.rows import head, update_head
 from korg_bridge.recall.memory.scopes import ENV_WRITES, Context
 from korg_bridge.recall.memory.search import FORGET_MAX, forget_matches
-from korg_bridge.recall.memory.store import Store
 from korg_bridge.recall.memory.sync import sync_mirror
 from korg_bridge.recall.memory.vectors import drop_vectors
 from korg_bridge.recall.memory.writes import finish
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Store, Tx
 
 __all__ = ["MODES", "TOKEN_TTL_S", "forget", "validate_forget"]
 
@@ -93,7 +96,8 @@ def forget(store: Store, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
     memory_id, query = args.get("id"), args.get("query")
     if memory_id is not None:
         memory_id = check_id(str(memory_id))
-        current = head(store.conn, memory_id)
+        with store.reading() as tx:
+            current = head(tx, memory_id)
         if current is None:
             raise UsageError(f"no memory {memory_id}. List ids with `korg-recall memories`.")
         return _act(store, ctx, [(memory_id, None)], mode, [current.scope])
@@ -135,7 +139,7 @@ def _by_query(
     problems = sync_mirror(store, ctx, scopes)
     with store.reading() as conn:
         matches = forget_matches(conn, query, scopes, mode)
-        secret = meta(conn, "forget_secret") or ""
+        secret = conn.secret("forget")
     if not matches:
         return {"status": "no_match", "query": query, "scopes": scopes, "matches": []}
     if len(matches) > FORGET_MAX:
@@ -184,9 +188,9 @@ def _by_query(
         }
 
 
-def _purge(conn: sqlite3.Connection, memory_id: str, now: str) -> tuple[list[tuple[str, str]], list[str]]:
+def _purge(conn: Tx, memory_id: str, now: str) -> tuple[list[tuple[str, str]], list[str]]:
     """Empty every version of ``memory_id``; return our mirror files (path, sha) and the user's."""
-    rowids = [row[0] for row in conn.execute("SELECT rowid FROM memory WHERE id = ?", (memory_id,))]
+    rowids = [int(row[0]) for row in conn.execute("SELECT rowid FROM memory WHERE id = ?", (memory_id,))]
     conn.execute(
         "UPDATE memory SET title = '', body = '', tags = '[]', key = NULL, source = NULL, provenance = '[]', "
         "reason = NULL, state = 'purged', retired_at = coalesce(retired_at, ?) WHERE id = ?",
@@ -194,6 +198,8 @@ def _purge(conn: sqlite3.Connection, memory_id: str, now: str) -> tuple[list[tup
     )
     drop_vectors(conn, rowids)
     conn.execute("DELETE FROM memory_links WHERE src = ? OR dst = ?", (memory_id, memory_id))
+    if not conn.has_mirror:
+        return [], []
     ours = [(str(p), str(s)) for p, s in conn.execute(
         "SELECT path, sha256 FROM mirror_files WHERE id = ? AND origin = 'ours'", (memory_id,)
     )]  # fmt: skip
@@ -244,11 +250,10 @@ def _act(
             oplog.record(conn, actor=ctx.actor, op="forget", status=f"{mode}d", args=args, now=ctx.now)
             done.append(memory_id)
         if mode == "purge" and done:
-            # External content: the index is rebuilt from the emptied rows, so no token of the
-            # purged text survives in its segments.
-            conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('rebuild')")
-    root = store.folder / mirror.MIRROR_NAME
+            conn.text.after_purge(conn)
+    root = store.folder / mirror.MIRROR_NAME if store.folder is not None else None
     for path, sha in ours:
+        assert root is not None
         if not mirror.remove_if_unchanged(root, path, sha):
             found.append(f"{root / path} was edited by hand; left as it is (delete it yourself)")
     checks = finish(
@@ -262,8 +267,8 @@ def _act(
     if unchanged:
         result["unchanged"] = unchanged
     if mode == "purge" and done:
-        checks["wal_checkpointed"] = store.checkpoint()
-        if theirs:
+        checks.update(store.after_purge())
+        if theirs and root is not None:
             result["files_you_made"] = [str(root / path) for path in theirs]
         result["note"] = NOT_TOUCHED
     elif done:

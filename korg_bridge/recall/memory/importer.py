@@ -28,11 +28,10 @@ file) whose text changed becomes a new version of that memory.
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import mirror, oplog
@@ -42,9 +41,11 @@ from korg_bridge.recall.memory.policy import Draft, decide
 from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.rows import add_link, head, insert_version, lineage, update_head
 from korg_bridge.recall.memory.scopes import Context, parse_scope
-from korg_bridge.recall.memory.store import Store
 from korg_bridge.recall.memory.verbatim import Exported, read_exported
 from korg_bridge.recall.memory.writes import apply_decision
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Store, Tx
 
 __all__ = ["IMPORT_ACTOR", "Prepared", "apply_import", "prepare_import"]
 
@@ -126,17 +127,17 @@ def prepare_import(batch: Batch, ctx: Context, scope: str | None) -> Prepared:
     return prepared
 
 
-def _identities(conn: sqlite3.Connection) -> dict[str, str]:
+def _identities(conn: Tx) -> dict[str, str]:
     """Foreign identity → the lineage that holds it (the latest row naming it wins)."""
+    identity = conn.source_field("identity")
     rows = conn.execute(
-        "SELECT id, json_extract(source, '$.identity') FROM memory "
-        "WHERE source IS NOT NULL AND json_extract(source, '$.identity') IS NOT NULL ORDER BY rowid"
+        f"SELECT id, {identity} FROM memory WHERE source IS NOT NULL AND {identity} IS NOT NULL ORDER BY rowid"
     )
     return {str(identity): str(memory_id) for memory_id, identity in rows}
 
 
 def _foreign(
-    conn: sqlite3.Connection, ctx: Context, prepared: Prepared, counts: Counter[str], report: dict[str, Any]
+    conn: Tx, ctx: Context, prepared: Prepared, counts: Counter[str], report: dict[str, Any]
 ) -> None:
     held = {(scope, digest) for scope, digest in conn.execute("SELECT scope, content_hash FROM memory")}
     known = _identities(conn)
@@ -168,9 +169,7 @@ def _foreign(
     now = iso(ctx.now)
     for src, dst, kind in prepared.batch.relations:
         if src in known and dst in known and known[src] != known[dst]:
-            before = conn.total_changes
-            add_link(conn, known[src], known[dst], kind, now)
-            counts["links"] += conn.total_changes - before
+            counts["links"] += add_link(conn, known[src], known[dst], kind, now)
 
 
 def _plan_lineage(exported: Sequence[Version], stored: Sequence[Version]) -> tuple[str, list[Version]]:
@@ -189,9 +188,7 @@ def _plan_lineage(exported: Sequence[Version], stored: Sequence[Version]) -> tup
     return "extended", missing
 
 
-def _verbatim(
-    conn: sqlite3.Connection, exported: Exported, counts: Counter[str], report: dict[str, Any]
-) -> None:
+def _verbatim(conn: Tx, exported: Exported, counts: Counter[str], report: dict[str, Any]) -> None:
     by_id: dict[str, list[Version]] = {}
     for version in exported.versions:
         by_id.setdefault(version.id, []).append(version)
@@ -222,9 +219,7 @@ def _verbatim(
     present = {row[0] for row in conn.execute("SELECT DISTINCT id FROM memory")} if exported.links else set()
     for link in exported.links:
         if link.src in present and link.dst in present:
-            before = conn.total_changes
-            add_link(conn, link.src, link.dst, link.kind, link.created_at)
-            counts["links"] += conn.total_changes - before
+            counts["links"] += add_link(conn, link.src, link.dst, link.kind, link.created_at)
 
 
 def apply_import(store: Store, ctx: Context, prepared: Prepared) -> dict[str, Any]:
@@ -262,8 +257,8 @@ def apply_import(store: Store, ctx: Context, prepared: Prepared) -> dict[str, An
             now=ctx.now,
         )
     problems: list[str] | str = mirror.reconcile(store) if ctx.mirror else []
-    waiting = int(store.conn.execute("SELECT count(*) FROM mirror_dirty").fetchone()[0])
-    queued = oplog.flush(store, ctx.env)
+    waiting = mirror.waiting(store) if ctx.mirror else 0
+    queued = store.flush_log(ctx.env)
     if ctx.mirror and not problems:
         problems = f"{waiting} file(s) follow over the next calls" if waiting else "up to date"
     result: dict[str, Any] = {

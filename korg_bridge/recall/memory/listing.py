@@ -13,14 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory.claude_records import source_kind
 from korg_bridge.recall.memory.records import Version, check_id, iso
 from korg_bridge.recall.memory.rows import lineage, links_of
 from korg_bridge.recall.memory.safety import age_label, escape_body
-from korg_bridge.recall.memory.store import Store
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Store
 
 __all__ = ["LINE_MAX", "index_lines", "line_of", "listing_sql", "parse_cursor", "read_full"]
 
@@ -69,7 +71,8 @@ def parse_cursor(cursor: str | None) -> int:
     return offset
 
 
-_LINE_COLUMNS = "id, type, scope, title, recorded_at, pinned, trust, conflict, state, expires_at, json_extract(source, '$.kind')"
+_LINE_COLUMNS = "id, type, scope, title, recorded_at, pinned, trust, conflict, state, expires_at"
+"""What an index line shows of a memory; then ``source.kind`` in the store's JSON syntax."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +96,10 @@ class _Line:
         return {"kind": self.source_kind} if self.source_kind else None
 
 
-def listing_sql(scope_count: int, *, states: int, kind: bool, tag: bool, hide_expired: bool) -> str:
+def listing_sql(scope_count: int, *, states: int, kind: bool, tag: str | None, hide_expired: bool) -> str:
     """``WHERE`` of an index listing: heads in the scopes and states, optionally of one type, with
-    one tag, unexpired. Params: scopes, states, type, tag, now (those that apply), in that order."""
+    one tag (``tag``: the store's condition for it, :meth:`~.backend.Tx.tag_condition`), unexpired.
+    Params: scopes, states, type, tag, now (those that apply), in that order."""
     clauses = [
         f"scope IN ({', '.join('?' * scope_count)})",
         "superseded_by IS NULL",
@@ -104,7 +108,7 @@ def listing_sql(scope_count: int, *, states: int, kind: bool, tag: bool, hide_ex
     if kind:
         clauses.append("type = ?")
     if tag:
-        clauses.append("EXISTS (SELECT 1 FROM json_each(memory.tags) WHERE json_each.value = ?)")
+        clauses.append(tag)
     if hide_expired:
         clauses.append("(expires_at IS NULL OR expires_at > ?)")
     return " AND ".join(clauses)
@@ -131,17 +135,22 @@ def index_lines(
     offset = parse_cursor(cursor)
     states = ("pending",) if pending else (("live", "retired") if include_retired else ("live",))
     hide_expired = not include_retired and not pending
-    where = listing_sql(
-        len(scopes), states=len(states), kind=bool(kind), tag=bool(tag), hide_expired=hide_expired
-    )
     params: list[Any] = [*scopes, *states, *([kind] if kind else []), *([tag] if tag else [])]
     params += [iso(now)] if hide_expired else []
     # No line is shorter than ~20 characters (5+ tokens), so this many rows always fill the budget.
     room = budget_tokens // 5 + 1
     with store.reading() as conn:
+        where = listing_sql(
+            len(scopes),
+            states=len(states),
+            kind=bool(kind),
+            tag=conn.tag_condition() if tag else None,
+            hide_expired=hide_expired,
+        )
         total = conn.execute(f"SELECT count(*) FROM memory WHERE {where}", params).fetchone()[0]
         rows = conn.execute(
-            f"SELECT {_LINE_COLUMNS} FROM memory WHERE {where} ORDER BY pinned DESC, recorded_at DESC, id "
+            f"SELECT {_LINE_COLUMNS}, {conn.source_field('kind')} FROM memory WHERE {where} "
+            "ORDER BY pinned DESC, recorded_at DESC, id "
             "LIMIT ? OFFSET ?",
             (*params, room, offset),
         ).fetchall()

@@ -25,12 +25,15 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.durable import fsync_folder, write_all
 from korg_bridge.recall.memory.frontmatter import FrontMatterError, Parsed, file_name, parse, rel_path, render
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.scopes import mirror_dir_of
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Tx
 
 __all__ = [
     "MIRROR_NAME",
@@ -246,7 +249,7 @@ def _look_again(conn: sqlite3.Connection, root: Path, path: str, scope: str) -> 
 
 
 def record(
-    conn: sqlite3.Connection,
+    conn: Tx,
     path: str,
     scope: str,
     memory_id: str | None,
@@ -262,14 +265,14 @@ def record(
     )
 
 
-def forget_path(conn: sqlite3.Connection, path: str) -> None:
+def forget_path(conn: Tx, path: str) -> None:
     conn.execute("DELETE FROM mirror_files WHERE path = ?", (path,))
 
 
 # --- bringing files in line with the store -----------------------------------------------------
 
 
-def _plan(conn: sqlite3.Connection, ids: Sequence[str]) -> list[Any]:
+def _plan(conn: Tx, ids: Sequence[str]) -> list[Any]:
     """What :func:`reconcile` has to do for ``ids``: heads whose file is missing or stale, files
     of our own whose memory is no longer live."""
     from korg_bridge.recall.memory.claude_records import is_derived
@@ -311,6 +314,11 @@ def _plan(conn: sqlite3.Connection, ids: Sequence[str]) -> list[Any]:
         if mid not in heads:
             work.append(("drop", mid, rows))
     return work
+
+
+def waiting(store: Any) -> int:
+    """Memories whose mirror file is still to be written or removed."""
+    return int(store.conn.execute("SELECT count(*) FROM mirror_dirty").fetchone()[0])
 
 
 def reconcile(store: Any, *, ids: Sequence[str] | None = None) -> list[str]:
@@ -357,7 +365,7 @@ def reconcile(store: Any, *, ids: Sequence[str] | None = None) -> list[str]:
     return problems
 
 
-def _write_head(conn: sqlite3.Connection, root: Path, head: Version, want: str) -> str | None:
+def _write_head(conn: Tx, root: Path, head: Version, want: str) -> str | None:
     existing = conn.execute("SELECT origin, sha256 FROM mirror_files WHERE path = ?", (want,)).fetchone()
     found = read_file(root / want)
     if found is not None:

@@ -16,7 +16,7 @@ printed survives a crash at any later moment.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import oplog
@@ -27,10 +27,12 @@ from korg_bridge.recall.memory.policy import SCOPE_SOFT_CAP, decide
 from korg_bridge.recall.memory.records import Version, check_id, iso, user_time
 from korg_bridge.recall.memory.rows import add_link, head, pending_proposal, supersede, update_head
 from korg_bridge.recall.memory.scopes import ENV_WRITES, Context
-from korg_bridge.recall.memory.store import Store
 from korg_bridge.recall.memory.sync import sync_mirror
 from korg_bridge.recall.memory.vectors import embed_text, semantic_check, store_vector
 from korg_bridge.recall.memory.writes import add_version, apply_decision, finish, live_count
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Store, Tx
 
 __all__ = ["approve", "remember", "restore", "revise", "validate_revise"]
 
@@ -102,10 +104,10 @@ def remember(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, A
     return result
 
 
-def _current(store: Store, memory_id: str) -> Version:
+def _current(tx: Tx, memory_id: str) -> Version:
     """Raises:
     UsageError: no such memory, or it was purged."""
-    current = head(store.conn, memory_id)
+    current = head(tx, memory_id)
     if current is None:
         raise UsageError(f"no memory {memory_id}. List ids with `korg-recall memories`.")
     if current.state == "purged":
@@ -206,9 +208,11 @@ def revise(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, Any
     ctx.check_writes("revise")
     memory_id = check_id(str(args.get("id", "")))
     settings = _settings(args.get("set"))
-    problems = sync_mirror(store, ctx, (_current(store, memory_id).scope, *ctx.visible_scopes))
+    with store.reading() as tx:
+        scope = _current(tx, memory_id).scope
+    problems = sync_mirror(store, ctx, (scope, *ctx.visible_scopes))
     with store.write() as conn:
-        current = _current(store, memory_id)
+        current = _current(conn, memory_id)
         if is_derived(current):
             raise UsageError(derived_refusal(current))
         expected = args.get("expected_version")
@@ -281,9 +285,11 @@ def restore(store: Store, ctx: Context, memory_id: str) -> dict[str, Any]:
     """
     ctx.check_writes("restore")
     memory_id = check_id(memory_id)
-    problems = sync_mirror(store, ctx, (_current(store, memory_id).scope,))
+    with store.reading() as tx:
+        scope = _current(tx, memory_id).scope
+    problems = sync_mirror(store, ctx, (scope,))
     with store.write() as conn:
-        current = _current(store, memory_id)
+        current = _current(conn, memory_id)
         if current.state != "retired":
             return {
                 "id": memory_id,

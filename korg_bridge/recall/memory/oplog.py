@@ -1,4 +1,9 @@
-"""The operation log: every memory write, appended to a korg-ledger@v1 journal after it commits.
+"""The operation log: every memory write, as a korg-ledger@v1 entry, hash-chained.
+
+:func:`record` builds the entry (ids, versions, counts and hashes, never text) and
+hands it to the transaction (:meth:`~.backend.Tx.log_op`). A team store appends
+it to its ``memory_ops`` table right there, chained per tenant (:mod:`.pg.oplog`);
+a SQLite store queues it and appends it to a file after commit, as follows.
 
 ``memory-ops.jsonl`` beside the store is written by
 :class:`korg_bridge.ledger.LedgerWriter` (hash-chained, flock, fsync), so
@@ -26,13 +31,16 @@ import secrets
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import KorgError
 from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.safety import redact_value
 
-__all__ = ["OPLOG_NAME", "flush", "record", "version_args"]
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Tx
+
+__all__ = ["OPLOG_NAME", "flush", "record", "verify_store", "version_args"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +67,8 @@ def version_args(version: Version) -> dict[str, Any]:
     }
 
 
-def record(
-    conn: sqlite3.Connection, *, actor: str, op: str, status: str, args: Mapping[str, Any], now: float
-) -> str:
-    """Queue one log entry inside the caller's transaction; return its ``op_id``."""
+def record(conn: Tx, *, actor: str, op: str, status: str, args: Mapping[str, Any], now: float) -> str:
+    """Write one log entry with the caller's transaction; return its ``op_id``."""
     op_id = secrets.token_hex(12)
     entry: dict[str, Any] = {
         "source_agent": actor,
@@ -73,10 +79,7 @@ def record(
         "timestamp": iso(now),
     }
     clean, _count = redact_value(entry)
-    conn.execute(
-        "INSERT INTO oplog_pending (op_id, entry) VALUES (?, ?)",
-        (op_id, json.dumps(clean, ensure_ascii=False, sort_keys=True)),
-    )
+    conn.log_op(op_id, clean)
     return op_id
 
 
@@ -111,7 +114,8 @@ def _tail_op_ids(path: Path, wanted: int) -> set[str]:
 
 
 def flush(store: Any, env: Mapping[str, str]) -> str | None:
-    """Append every queued entry to the log; ``None`` on success, else why they stay queued.
+    """Append every queued entry of a SQLite store to its log; ``None`` on success, else why
+    they stay queued.
 
     A failure here never undoes or hides a committed write: the entries wait for the
     next process, and the caller reports the reason in its ``checks``.
@@ -141,3 +145,31 @@ def flush(store: Any, env: Mapping[str, str]) -> str | None:
         logger.warning("memory operation log %s: %s; the entries stay queued", writer.path, message)
         return message
     return None
+
+
+def verify_store(target: str, env: Mapping[str, str]) -> Any:
+    """The verdict on a memory store's operation log (a :class:`~korg_bridge.ledger.VerifyReport`):
+    a ``postgresql://`` URL's chain for the tenant of ``env``, or the ``memory-ops.jsonl`` beside a
+    SQLite store at path ``target``.
+
+    Raises:
+        ConfigError: a team store without a tenant or unusable as it is; a SQLite store with no log.
+        NetworkError: the server cannot be reached.
+    """
+    from korg_bridge.errors import ConfigError
+    from korg_bridge.ledger import verify_file
+    from korg_bridge.recall.memory.backend import ENV_STORE, location
+
+    key = env.get(ENV_LEDGER_KEY)
+    where = location({**env, ENV_STORE: target})
+    if where.url is not None:
+        from korg_bridge.recall.memory.pg.oplog import verify
+        from korg_bridge.recall.memory.pg.store import PgStore
+
+        with PgStore.open(where.url, env) as store, store.reading() as tx:
+            return verify(tx, key.encode("utf-8") if key else None, f"{store.label} (tenant {store.tenant})")
+    assert where.path is not None
+    log = where.path.parent / OPLOG_NAME
+    if not log.is_file():
+        raise ConfigError(f"no operation log beside the memory store {where.path} ({log} does not exist).")
+    return verify_file(log, key.encode("utf-8") if key else None)

@@ -21,9 +21,8 @@ decision inside the same transaction it was taken in.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.fts import STOPWORDS
@@ -32,8 +31,11 @@ from korg_bridge.recall.memory.normalize import differences, has_value, jaccard,
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.rows import head, select_versions
 
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Tx
+
 __all__ = [
-    "CANDIDATES_SQL",
+    "CANDIDATES_WHERE",
     "MERGE_COSINE",
     "MERGE_JACCARD",
     "SCOPE_SOFT_CAP",
@@ -123,16 +125,12 @@ class Decision:
     checks: dict[str, Any] = field(default_factory=dict)
 
 
-CANDIDATES_SQL = (
-    "SELECT m.rowid FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid "
-    "WHERE memory_fts MATCH ? AND m.scope = ? AND m.superseded_by IS NULL "
-    "AND m.state IN ('live', 'pending') ORDER BY bm25(memory_fts) LIMIT ?"
-)
-"""Live and pending heads of one scope matching an FTS5 expression, best first.
-Params: the expression (quoted terms only, see :func:`_match_expression`), the scope, the limit."""
+CANDIDATES_WHERE = "m.scope = ? AND m.superseded_by IS NULL AND m.state IN ('live', 'pending')"
+"""Live and pending heads of one scope (param: the scope): what a new memory is compared with,
+found by keyword search on any of its words, best first."""
 
 
-def _match_expression(text: str) -> str:
+def _match_terms(text: str) -> list[str]:
     terms: list[str] = []
     for word in words(text):
         if word in STOPWORDS or word in terms:
@@ -140,15 +138,16 @@ def _match_expression(text: str) -> str:
         terms.append(word)
         if len(terms) >= MAX_QUERY_TERMS:
             break
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return terms
 
 
-def _current(conn: sqlite3.Connection, where: str, params: tuple[object, ...]) -> list[Version]:
+def _current(conn: Tx, where: str, params: tuple[object, ...]) -> list[Version]:
     rows = select_versions(
         conn,
-        # "+state": never an index on state -- the planner would pick (scope, state) over the
-        # (scope, content_hash) index an exact-repeat check needs (7 ms instead of 0.05 at 10k).
-        f"{where} AND superseded_by IS NULL AND +state IN ('live', 'pending') ORDER BY state, version",
+        # "state || ''": never an index on state -- the planner would pick (scope, state) over the
+        # (scope, content_hash) index an exact-repeat check needs (7 ms instead of 0.05 at 10k). An
+        # expression, not SQLite's unary "+", so the same SQL runs on PostgreSQL.
+        f"{where} AND superseded_by IS NULL AND (state || '') IN ('live', 'pending') ORDER BY state, version",
         params,
     )
     by_id: dict[str, Version] = {}
@@ -157,11 +156,14 @@ def _current(conn: sqlite3.Connection, where: str, params: tuple[object, ...]) -
     return list(by_id.values())
 
 
-def _candidates(conn: sqlite3.Connection, draft: Draft, cosines: dict[str, float]) -> list[Version]:
+def _candidates(conn: Tx, draft: Draft, cosines: dict[str, float]) -> list[Version]:
     found: dict[str, Version] = {}
-    expression = _match_expression(draft.body + " " + draft.title)
-    if expression:
-        rowids = [row[0] for row in conn.execute(CANDIDATES_SQL, (expression, draft.scope, CANDIDATES * 2))]
+    terms = _match_terms(draft.body + " " + draft.title)
+    if terms:
+        ranked = conn.text.ranked(
+            conn, terms, where=CANDIDATES_WHERE, params=(draft.scope,), limit=CANDIDATES * 2
+        )
+        rowids = [rowid for rowid, _score in ranked]
         if rowids:
             marks = ", ".join("?" * len(rowids))
             for version in _current(conn, f"rowid IN ({marks})", tuple(rowids)):
@@ -182,7 +184,7 @@ def _value_update(differing: list[str]) -> bool:
     return bool(values) and all(d.startswith((*_VALUE_DIFFERENCES, "words differ")) for d in differing)
 
 
-def decide(conn: sqlite3.Connection, draft: Draft, cosines: dict[str, float]) -> Decision:
+def decide(conn: Tx, draft: Draft, cosines: dict[str, float]) -> Decision:
     """The decision for ``draft`` against the store as it is inside the caller's transaction.
 
     ``cosines`` maps memory ids of the scope to their cosine with the draft ({} when no
@@ -217,7 +219,7 @@ def decide(conn: sqlite3.Connection, draft: Draft, cosines: dict[str, float]) ->
     return _near(conn, draft, cosines)
 
 
-def _near(conn: sqlite3.Connection, draft: Draft, cosines: dict[str, float]) -> Decision:
+def _near(conn: Tx, draft: Draft, cosines: dict[str, float]) -> Decision:
     mine = word_set(draft.body)
     merge: tuple[float, Version, Similar] | None = None
     similar: list[Similar] = []

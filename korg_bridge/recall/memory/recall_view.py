@@ -127,6 +127,8 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
         UsageError: a bad ``scope`` or ``as_of``.
         ConfigError, KorgError: the store cannot be used (only when ``strict``).
     """
+    from korg_bridge.recall.memory import claude_sync
+    from korg_bridge.recall.memory.backend import read_with_retry
     from korg_bridge.recall.memory.scopes import Context
     from korg_bridge.recall.timeparse import parse_time
 
@@ -134,30 +136,32 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
     scopes = _scopes(args, ctx)
     as_of = parse_time(str(args["as_of"]), now=ctx.now) if args.get("as_of") else None
     section = MemorySection(scopes, ctx.now)
-    try:
-        from korg_bridge.recall.memory import claude_sync
 
-        opened = claude_sync.open_for_reading(ctx, scopes)  # never creates an empty store
-        if opened is None:
-            return section
+    def read(store: Any) -> list[MemoryHit]:
         from korg_bridge.recall.memory.search import search_memories
         from korg_bridge.recall.memory.sync import sync_mirror
 
-        with opened as store:
-            sync_mirror(store, ctx, scopes)  # hand edits count before anything is searched
-            claude_sync.refresh(store, ctx, scopes)  # and what Claude Code changed in its folders
-            with store.reading() as conn:
-                section.hits = search_memories(
-                    conn,
-                    str(args["query"]),
-                    scopes=scopes,
-                    as_of=as_of,
-                    include_superseded=bool(args.get("include_superseded")),
-                    top_n=int(args.get("top_n") or 5),
-                    now=ctx.now,
-                )
-            if ctx.writes != "off":
-                _bump(store, section.hits, ctx.now)
+        sync_mirror(store, ctx, scopes)  # hand edits count before anything is searched
+        claude_sync.refresh(store, ctx, scopes)  # and what Claude Code changed in its folders
+        with store.reading() as conn:
+            hits = search_memories(
+                conn,
+                str(args["query"]),
+                scopes=scopes,
+                as_of=as_of,
+                include_superseded=bool(args.get("include_superseded")),
+                top_n=int(args.get("top_n") or 5),
+                now=ctx.now,
+            )
+        if ctx.writes != "off":
+            _bump(store, hits, ctx.now)
+        return hits
+
+    try:
+        opened = claude_sync.open_for_reading(ctx, scopes)  # never creates an empty store
+        if opened is None:
+            return section
+        section.hits = read_with_retry(env, read, opened=opened)
     except KorgError as exc:
         if strict:
             raise

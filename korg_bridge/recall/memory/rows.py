@@ -1,18 +1,22 @@
 """Version rows: written verbatim, read back as :class:`~.records.Version`, and the few in-place
 changes a lineage allows (state, provenance, use, the superseded marks).
 
-Every function takes the connection of a transaction the caller holds (see
-:meth:`.store.Store.write`); nothing here commits. A lineage's *head* is its row with
+Every function takes a transaction the caller holds (a :class:`~.backend.Tx`, from
+``store.write()`` or ``store.reading()``); nothing here commits. The SQL is the same
+on both backends. A lineage's *head* is its row with
 ``superseded_by`` NULL and a state other than ``pending``; a ``pending`` row with
 ``superseded_by`` NULL is a proposal awaiting approval (see :mod:`.writes`).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from korg_bridge.recall.memory.records import COLUMNS, Version
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Tx
 
 __all__ = [
     "add_link",
@@ -21,7 +25,6 @@ __all__ = [
     "lineage",
     "links_of",
     "mark_dirty",
-    "meta",
     "next_version",
     "pending_proposal",
     "select_versions",
@@ -30,36 +33,34 @@ __all__ = [
 ]
 
 _SELECT = "SELECT rowid, " + ", ".join(COLUMNS) + " FROM memory"
-_INSERT = f"INSERT INTO memory ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+_INSERT = (
+    f"INSERT INTO memory ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) RETURNING rowid"
+)
 
 
-def insert_version(conn: sqlite3.Connection, version: Version) -> Version:
+def insert_version(conn: Tx, version: Version) -> Version:
     """Store ``version`` verbatim (ids, versions, timestamps as given) and index its text.
 
     Returns it with ``rowid`` set. Lossless import writes through here too.
     """
-    cursor = conn.execute(_INSERT, version.to_row())
+    version.rowid = int(conn.execute(_INSERT, version.to_row()).fetchall()[0][0])
     mark_dirty(conn, version.id)
-    version.rowid = cursor.lastrowid
     if version.state != "purged":
-        conn.execute(
-            "INSERT INTO memory_fts (rowid, title, body, tags) VALUES (?, ?, ?, ?)",
-            (version.rowid, version.title, version.body, " ".join(version.tags)),
-        )
+        conn.text.index(conn, version.rowid, version.title, version.body, version.tags)
     return version
 
 
-def select_versions(conn: sqlite3.Connection, where: str, params: Sequence[object] = ()) -> list[Version]:
+def select_versions(conn: Tx, where: str, params: Sequence[object] = ()) -> list[Version]:
     """Versions matching a ``WHERE`` clause built by the caller from constants (values go in params)."""
     return [Version.from_row(row) for row in conn.execute(f"{_SELECT} WHERE {where}", tuple(params))]
 
 
-def lineage(conn: sqlite3.Connection, memory_id: str) -> list[Version]:
+def lineage(conn: Tx, memory_id: str) -> list[Version]:
     """Every version of ``memory_id``, oldest first ([] when unknown)."""
     return select_versions(conn, "id = ? ORDER BY version", (memory_id,))
 
 
-def head(conn: sqlite3.Connection, memory_id: str) -> Version | None:
+def head(conn: Tx, memory_id: str) -> Version | None:
     """The current version of ``memory_id``: its newest non-pending head, else its pending proposal."""
     rows = select_versions(
         conn,
@@ -69,7 +70,7 @@ def head(conn: sqlite3.Connection, memory_id: str) -> Version | None:
     return rows[0] if rows else None
 
 
-def pending_proposal(conn: sqlite3.Connection, memory_id: str) -> Version | None:
+def pending_proposal(conn: Tx, memory_id: str) -> Version | None:
     """The version of ``memory_id`` awaiting approval, if any."""
     rows = select_versions(
         conn, "id = ? AND superseded_by IS NULL AND state = 'pending' LIMIT 1", (memory_id,)
@@ -77,15 +78,13 @@ def pending_proposal(conn: sqlite3.Connection, memory_id: str) -> Version | None
     return rows[0] if rows else None
 
 
-def next_version(conn: sqlite3.Connection, memory_id: str) -> int:
+def next_version(conn: Tx, memory_id: str) -> int:
     """The version number a new row of ``memory_id`` gets."""
     row = conn.execute("SELECT max(version) FROM memory WHERE id = ?", (memory_id,)).fetchone()
     return int(row[0] or 0) + 1
 
 
-def supersede(
-    conn: sqlite3.Connection, memory_id: str, by: int, at: str, *, pending_only: bool = False
-) -> None:
+def supersede(conn: Tx, memory_id: str, by: int, at: str, *, pending_only: bool = False) -> None:
     """Mark the current rows of ``memory_id`` (heads and proposals, or proposals only) as replaced by ``by``."""
     extra = " AND state = 'pending'" if pending_only else ""
     conn.execute(
@@ -96,7 +95,7 @@ def supersede(
     mark_dirty(conn, memory_id)
 
 
-def update_head(conn: sqlite3.Connection, version: Version, **changes: object) -> None:
+def update_head(conn: Tx, version: Version, **changes: object) -> None:
     """Change lineage-level columns of a stored row in place (state, retired_at, provenance, use)."""
     allowed = {
         "state",
@@ -122,14 +121,16 @@ def update_head(conn: sqlite3.Connection, version: Version, **changes: object) -
         mark_dirty(conn, version.id)
 
 
-def add_link(conn: sqlite3.Connection, src: str, dst: str, kind: str, at: str) -> None:
-    conn.execute(
-        "INSERT OR IGNORE INTO memory_links (src, dst, kind, created_at) VALUES (?, ?, ?, ?)",
+def add_link(conn: Tx, src: str, dst: str, kind: str, at: str) -> bool:
+    """Link ``src`` to ``dst``; False when that link existed already."""
+    cursor = conn.execute(
+        "INSERT INTO memory_links (src, dst, kind, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (src, dst, kind, at),
     )
+    return cursor.rowcount == 1
 
 
-def links_of(conn: sqlite3.Connection, ids: Sequence[str]) -> list[tuple[str, str, str]]:
+def links_of(conn: Tx, ids: Sequence[str]) -> list[tuple[str, str, str]]:
     """``(src, dst, kind)`` of every link touching one of ``ids``."""
     if not ids:
         return []
@@ -143,11 +144,6 @@ def links_of(conn: sqlite3.Connection, ids: Sequence[str]) -> list[tuple[str, st
     ]
 
 
-def meta(conn: sqlite3.Connection, key: str) -> str | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return None if row is None else str(row[0])
-
-
-def mark_dirty(conn: sqlite3.Connection, memory_id: str) -> None:
+def mark_dirty(conn: Tx, memory_id: str) -> None:
     """Queue ``memory_id`` for its mirror file (in the caller's transaction; see mirror.reconcile)."""
-    conn.execute("INSERT OR IGNORE INTO mirror_dirty (id) VALUES (?)", (memory_id,))
+    conn.mark_dirty(memory_id)

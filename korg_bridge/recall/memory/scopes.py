@@ -35,8 +35,6 @@ __all__ = [
 ]
 
 ENV_PROJECT = "KORG_RECALL_PROJECT"
-ENV_ACTOR = "KORG_RECALL_ACTOR"
-ENV_BRIDGE_ACTOR = "KORG_BRIDGE_ACTOR"
 ENV_WRITES = "KORG_RECALL_WRITES"
 ENV_ALLOW_SECRETS = "KORG_RECALL_ALLOW_SECRETS"
 ENV_MIRROR = "KORG_RECALL_MIRROR"
@@ -129,13 +127,13 @@ class Context:
         writes = env.get(ENV_WRITES, "").strip().lower() or "auto"
         if writes not in WRITE_MODES:
             raise ConfigError(f"{ENV_WRITES}={env[ENV_WRITES]!r} is not one of auto, confirm, off.")
-        own = env.get(ENV_ACTOR, "").strip()
-        bridged = env.get(ENV_BRIDGE_ACTOR, "").strip()
-        actor = own or bridged
+        from korg_bridge.recall.memory.tenancy import ENV_BRIDGE_ACTOR, actor_from
+
+        actor = actor_from(env)  # the bridge's per-token name wins over KORG_RECALL_ACTOR
         # An actor named by a bridge token is a caller over the network, whatever its name: only
         # the operator (KORG_RECALL_ACTOR) or a person at a terminal writes as "user" and so skips
         # KORG_RECALL_WRITES=confirm.
-        agent_by_token = not own and bool(bridged)
+        agent_by_token = bool(env.get(ENV_BRIDGE_ACTOR, "").strip())
         if not actor:
             # A person at a terminal writes as themselves; anything else (the bridge gives its
             # child /dev/null as stdin) is an agent, whose writes `confirm` holds for approval.
@@ -156,7 +154,7 @@ class Context:
             is_agent=actor != "user" or agent_by_token,
             writes=writes,
             allow_secrets=_flag(env, ENV_ALLOW_SECRETS, False),
-            mirror=_flag(env, ENV_MIRROR, True),
+            mirror=_mirror(env),
             project="project:" + (root if root is not None else os.path.realpath(where)),
             in_git=root is not None,
             now=time.time() if now is None else now,
@@ -204,6 +202,27 @@ class Context:
     def holds_for_approval(self) -> bool:
         """True when this call's writes wait for a person's approval (``confirm`` and an agent)."""
         return self.writes == "confirm" and self.is_agent
+
+
+def _mirror(env: Mapping[str, str]) -> bool:
+    """Whether the Markdown mirror runs: ``KORG_RECALL_MIRROR`` (default on) for a SQLite store;
+    never for a team store, whose memories are not one person's files.
+
+    Raises:
+        ConfigError: a bad yes/no value, or the mirror asked for with a team store.
+    """
+    from korg_bridge.recall.memory.backend import ENV_STORE
+
+    wanted = _flag(env, ENV_MIRROR, True)
+    if env.get(ENV_STORE, "").strip().startswith(("postgresql://", "postgres://")):
+        if env.get(ENV_MIRROR, "").strip() and wanted:
+            raise ConfigError(
+                f"{ENV_MIRROR}={env[ENV_MIRROR]!r}: a PostgreSQL memory store has no Markdown mirror (a team "
+                f"store is not one person's folder of files). Unset {ENV_MIRROR}, or export with "
+                "`korg-recall export --format markdown`."
+            )
+        return False
+    return wanted
 
 
 def _stdin_is_terminal() -> bool:

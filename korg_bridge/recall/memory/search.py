@@ -1,11 +1,12 @@
 """Finding memories: ranked hits with their score breakdown, and ``forget``'s exact matching.
 
-:func:`search_memories` is what ``recall`` over memories builds on: BM25 over
-``memory_fts`` (user text reaches ``MATCH`` only as quoted terms), restricted to
-the given scopes, showing lineage heads by default -- or older versions too
-(``include_superseded``), or what held at a past time (``as_of``). Every version
-is matched, and a lineage ranks by its best-matching one: a revision that words
-a fact differently is still about what its older wording names. A hit's
+:func:`search_memories` is what ``recall`` over memories builds on: BM25 over the
+store's keyword index (:class:`~.backend.FullText`: user words reach it only as
+quoted terms), restricted to the given scopes, showing lineage heads by default --
+or older versions too (``include_superseded``), or what held at a past time
+(``as_of``). Every version is matched, and a lineage ranks by its best-matching
+one: a revision that words a fact differently is still about what its older
+wording names. A hit's
 score is its relevance (its BM25 over the best hit's, so a memory that matches
 more, or rarer, words of the query keeps its lead) times decay times use,
 bounded, so decay only ranks and never hides:
@@ -33,10 +34,9 @@ the two-step ``forget`` confirms.
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.recall.fts import STOPWORDS, query_terms
 from korg_bridge.recall.memory.claude_records import source_kind
@@ -44,11 +44,14 @@ from korg_bridge.recall.memory.records import Version, age_days, iso
 from korg_bridge.recall.memory.rows import head, lineage, select_versions
 from korg_bridge.recall.memory.safety import age_label, render_block
 
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Tx
+
 __all__ = [
     "FORGET_MAX",
     "MemoryHit",
     "forget_matches",
-    "match_sql",
+    "match_where",
     "search_memories",
 ]
 
@@ -112,22 +115,16 @@ class MemoryHit:
         return render_block(self.version, now, extra)
 
 
-def match_sql(scope_count: int, type_count: int, *, heads_only: bool) -> str:
-    """Rows matching an FTS5 expression in ``scope_count`` scopes (and ``type_count`` types), best
-    BM25 first. Params: the expression, the scopes, the types, the limit."""
+def match_where(scope_count: int, type_count: int, *, heads_only: bool) -> str:
+    """Which rows a search ranks: in ``scope_count`` scopes (and ``type_count`` types), neither
+    purged nor pending, heads only unless older versions are asked for. A condition on ``m``;
+    params: the scopes, then the types."""
     clauses = [f"m.scope IN ({', '.join('?' * scope_count)})", "m.state NOT IN ('purged', 'pending')"]
     if type_count:
         clauses.append(f"m.type IN ({', '.join('?' * type_count)})")
     if heads_only:
         clauses.append("m.superseded_by IS NULL")
-    return (
-        "SELECT m.rowid, bm25(memory_fts) FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid "
-        f"WHERE memory_fts MATCH ? AND {' AND '.join(clauses)} ORDER BY bm25(memory_fts) LIMIT ?"
-    )
-
-
-def _quoted(terms: Sequence[str], joiner: str) -> str:
-    return joiner.join('"' + term.replace('"', '""') + '"' for term in terms)
+    return " AND ".join(clauses)
 
 
 def _factors(version: Version, now: float) -> tuple[float, float]:
@@ -158,7 +155,7 @@ def _effective_at(versions: Sequence[Version], at: str) -> Version | None:
 
 
 def search_memories(
-    conn: sqlite3.Connection,
+    conn: Tx,
     query: str,
     *,
     scopes: Sequence[str],
@@ -182,11 +179,11 @@ def search_memories(
     # Every version is searched, even when only heads are shown: a lineage is one fact, and a
     # revision that words it differently ("release 3.8" for "version 3.5") is still about what the
     # older wording names. A lineage ranks by its best-matching version and shows its head.
-    sql = match_sql(len(scopes), len(types), heads_only=False)
-    rows = conn.execute(sql, (_quoted(terms, " OR "), *scopes, *types, RANK_WINDOW)).fetchall()
+    where = match_where(len(scopes), len(types), heads_only=False)
+    rows = conn.text.ranked(conn, terms, where=where, params=(*scopes, *types), limit=RANK_WINDOW)
     if not rows:
         return []
-    ranks = {int(rowid): -float(rank) for rowid, rank in rows}
+    ranks = dict(rows)
     marks = ", ".join("?" * len(ranks))
     found = select_versions(conn, f"rowid IN ({marks})", tuple(ranks))
     now_iso = iso(now)
@@ -249,9 +246,7 @@ def _start(version: Version) -> str:
     return version.valid_from or version.recorded_at
 
 
-def _matched_terms(
-    conn: sqlite3.Connection, terms: Sequence[str], rowids: Sequence[int]
-) -> dict[int, frozenset[str]]:
+def _matched_terms(conn: Tx, terms: Sequence[str], rowids: Sequence[int]) -> dict[int, frozenset[str]]:
     """Which content words of the query each row matches (one FTS query per word, over these rows)."""
     words: list[str] = []
     for term in terms:
@@ -263,14 +258,15 @@ def _matched_terms(
         return {rowid: frozenset(hit) for rowid, hit in found.items()}
     marks = ", ".join("?" * len(rowids))
     for word in words:
-        sql = f"SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? AND rowid IN ({marks})"
-        for (rowid,) in conn.execute(sql, (_quoted([word], ""), *rowids)):
+        condition, params = conn.text.condition([word], every=True)
+        sql = f"SELECT m.rowid FROM memory m WHERE m.rowid IN ({marks}) AND {condition}"
+        for (rowid,) in conn.execute(sql, (*rowids, *params)):
             found[int(rowid)].add(word)
     return {rowid: frozenset(hit) for rowid, hit in found.items()}
 
 
 def _lineage_terms(
-    conn: sqlite3.Connection, terms: Sequence[str], hits: Sequence[MemoryHit], found: Sequence[Version]
+    conn: Tx, terms: Sequence[str], hits: Sequence[MemoryHit], found: Sequence[Version]
 ) -> dict[int, frozenset[str]]:
     """The query words each shown hit's lineage matches, in any of its versions found, keyed by
     the shown version's rowid (an older version shown as such keeps only its own words)."""
@@ -312,19 +308,20 @@ def _newest_of_ties(hits: list[MemoryHit], matched: dict[int, frozenset[str]]) -
     return out
 
 
-def _rarest(conn: sqlite3.Connection, words: frozenset[str], cache: dict[str, int]) -> str | None:
+def _rarest(conn: Tx, words: frozenset[str], cache: dict[str, int]) -> str | None:
     """The word of ``words`` the fewest rows hold: the subject, more often than not. A word no
     other row holds says how this memory was worded rather than what it is about, so it counts
     only when nothing else matched."""
     for word in words - cache.keys():
-        row = conn.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (_quoted([word], ""),))
+        condition, params = conn.text.condition([word], every=True)
+        row = conn.execute(f"SELECT count(*) FROM memory m WHERE {condition}", params)
         cache[word] = int(row.fetchone()[0])
     shared = [word for word in words if cache[word] > 1] or list(words)
     return min(shared, key=lambda word: (cache[word], word)) if shared else None
 
 
 def _newer_first(
-    conn: sqlite3.Connection,
+    conn: Tx,
     hits: list[MemoryHit],
     matched: dict[int, frozenset[str]],
     *,
@@ -367,7 +364,7 @@ def _newer_first(
     return hits
 
 
-def forget_matches(conn: sqlite3.Connection, query: str, scopes: Sequence[str], mode: str) -> list[Version]:
+def forget_matches(conn: Tx, query: str, scopes: Sequence[str], mode: str) -> list[Version]:
     """The memories ``forget(query)`` would act on: every term of ``query`` matches, in ``scopes``.
 
     ``retire`` looks at current live or pending text; ``purge`` at every version (a fact
@@ -379,12 +376,12 @@ def forget_matches(conn: sqlite3.Connection, query: str, scopes: Sequence[str], 
         return []
     marks = ", ".join("?" * len(scopes))
     heads_only = "AND m.superseded_by IS NULL AND m.state IN ('live', 'pending')" if mode == "retire" else ""
+    condition, params = conn.text.condition(terms, every=True)
     sql = (
-        "SELECT DISTINCT m.id FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid "
-        f"WHERE memory_fts MATCH ? AND m.scope IN ({marks}) AND m.state != 'purged' {heads_only} "
-        "ORDER BY m.id LIMIT ?"
+        f"SELECT DISTINCT m.id FROM memory m WHERE {condition} AND m.scope IN ({marks}) "
+        f"AND m.state != 'purged' {heads_only} ORDER BY m.id LIMIT ?"
     )
-    ids = [row[0] for row in conn.execute(sql, (_quoted(terms, " AND "), *scopes, FORGET_MAX + 1))]
+    ids = [row[0] for row in conn.execute(sql, (*params, *scopes, FORGET_MAX + 1))]
     out: list[Version] = []
     for memory_id in ids:
         current = head(conn, memory_id)

@@ -1,39 +1,39 @@
 """The memory store's health and figures, for ``korg-recall stats`` and ``memories --stats``.
 
 :func:`memory_stats` never creates a store (on a machine with none it says so)
-and never writes one: it reads the file, runs ``PRAGMA integrity_check``, and
-walks the mirror folder to find files that cannot be read back.
+and never writes one. The counts are the same query on both backends; what a
+store says about itself comes from :meth:`~.backend.Store.describe` (a SQLite
+store runs ``PRAGMA integrity_check`` and names its log and newest backup; a team
+store walks the tenant's operation-log chain), and a SQLite store's mirror folder
+is walked to find files that cannot be read back.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.recall.memory import mirror
+from korg_bridge.recall.memory.backend import location, open_store, store_exists
 from korg_bridge.recall.memory.claude_records import summary as claude_summary
-from korg_bridge.recall.memory.oplog import OPLOG_NAME
 from korg_bridge.recall.memory.policy import SCOPE_SOFT_CAP
-from korg_bridge.recall.memory.schema import MIGRATIONS
-from korg_bridge.recall.memory.store import Store, default_store_path, newest_backup
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Tx
 
 __all__ = ["memory_stats"]
 
-INTEGRITY_LINES = 20
-"""Problems ``integrity_check`` reports at most (it can list thousands on a wrecked file)."""
 
-
-def _grouped(conn: sqlite3.Connection, column: str, where: str) -> dict[str, int]:
+def _grouped(conn: Tx, column: str, where: str) -> dict[str, int]:
     rows = conn.execute(
         f"SELECT {column}, count(*) FROM memory WHERE {where} GROUP BY {column} ORDER BY {column}"
     )
     return {str(key): int(count) for key, count in rows}
 
 
-def _unparseable(conn: sqlite3.Connection, root: Path) -> list[str]:
+def _unparseable(conn: Tx, root: Path) -> list[str]:
     """Mirror files that cannot be read back: recorded as such, or new and failing to parse."""
     known = {path: origin for path, origin in conn.execute("SELECT path, origin FROM mirror_files")}
     bad = [str(root / path) for path, origin in known.items() if origin == "unparseable"]
@@ -59,58 +59,54 @@ def _unparseable(conn: sqlite3.Connection, root: Path) -> list[str]:
     return sorted(bad)
 
 
+def _figures(conn: Tx) -> dict[str, Any]:
+    current = "superseded_by IS NULL AND state != 'pending'"
+    by_scope = _grouped(conn, "scope", f"{current} AND state = 'live'")
+    return {
+        "memories": sum(by_scope.values()),
+        "versions": conn.execute("SELECT count(*) FROM memory").fetchone()[0],
+        "by_scope": by_scope,
+        "by_type": _grouped(conn, "type", f"{current} AND state = 'live'"),
+        "by_state": _grouped(conn, "state", "superseded_by IS NULL"),
+        "untrusted": conn.execute(
+            f"SELECT count(*) FROM memory WHERE {current} AND trust = 'untrusted' AND state = 'live'"
+        ).fetchone()[0],
+        "pending": conn.execute(
+            "SELECT count(*) FROM memory WHERE superseded_by IS NULL AND state = 'pending'"
+        ).fetchone()[0],
+        "conflicts": conn.execute(
+            f"SELECT count(*) FROM memory WHERE {current} AND conflict = 1 AND state = 'live'"
+        ).fetchone()[0],
+    }
+
+
 def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Integrity, counts per scope/type/state, the soft cap, untrusted/pending/conflict counts,
-    unparseable mirror files, the queued log entries and the newest backup.
+    unparseable mirror files, the operation log and the newest backup (SQLite); for a team store,
+    the tenant's counts, its operation log and the schema.
 
     Raises:
-        ConfigError: the store path is unusable or the file is not a store (see :mod:`.store`).
+        ConfigError: the store cannot be used (see :mod:`.store`, :mod:`.pg.store`).
+        NetworkError: a team store's server cannot be reached.
     """
     env = os.environ if env is None else env
-    path = default_store_path(env)
-    if not path.exists():
-        return {"store": str(path), "exists": False, "memories": 0}
-    with Store(path) as store:
-        conn = store.conn
-        try:
-            integrity = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchmany(INTEGRITY_LINES)]
-            current = "superseded_by IS NULL AND state != 'pending'"
-            by_scope = _grouped(conn, "scope", f"{current} AND state = 'live'")
-            figures = {
-                "memories": sum(by_scope.values()),
-                "versions": conn.execute("SELECT count(*) FROM memory").fetchone()[0],
-                "by_scope": by_scope,
-                "by_type": _grouped(conn, "type", f"{current} AND state = 'live'"),
-                "by_state": _grouped(conn, "state", "superseded_by IS NULL"),
-                "untrusted": conn.execute(
-                    f"SELECT count(*) FROM memory WHERE {current} AND trust = 'untrusted' AND state = 'live'"
-                ).fetchone()[0],
-                "pending": conn.execute(
-                    "SELECT count(*) FROM memory WHERE superseded_by IS NULL AND state = 'pending'"
-                ).fetchone()[0],
-                "conflicts": conn.execute(
-                    f"SELECT count(*) FROM memory WHERE {current} AND conflict = 1 AND state = 'live'"
-                ).fetchone()[0],
-                "oplog_queued": conn.execute("SELECT count(*) FROM oplog_pending").fetchone()[0],
-            }
-            root = store.folder / mirror.MIRROR_NAME
-            unparseable = _unparseable(conn, root)
-            claude = claude_summary(conn)  # files of Claude Code's read, and those skipped with why
-        except sqlite3.Error as exc:
-            raise store.translate(exc) from exc
-    size = sum(os.path.getsize(f"{path}{s}") for s in ("", "-wal") if os.path.exists(f"{path}{s}"))
-    over = {scope: count for scope, count in by_scope.items() if count > SCOPE_SOFT_CAP}
-    backup = newest_backup(path)
-    return {
-        "store": str(path),
-        "exists": True,
-        "size_bytes": size,
-        "schema": [name for name, _ in MIGRATIONS],
-        "integrity_check": "ok" if integrity == ["ok"] else integrity,
-        **figures,
-        "soft_cap": {"per_scope": SCOPE_SOFT_CAP, "over": over},
-        "mirror": {"folder": str(root), "unparseable": unparseable},
-        "claude": claude,
-        "oplog": str(path.parent / OPLOG_NAME),
-        "newest_backup": str(backup) if backup else None,
-    }
+    where = location(env)
+    if not store_exists(env):
+        return {"store": where.label, "exists": False, "memories": 0}
+    with open_store(env) as store:
+        own = store.describe()  # first: a SQLite store's integrity check before anything else
+        with store.reading() as conn:
+            figures = _figures(conn)
+            unparseable = (
+                _unparseable(conn, store.folder / mirror.MIRROR_NAME) if store.folder is not None else None
+            )
+            # Claude Code's folders are read into one person's store only (see claude_scan).
+            claude = claude_summary(conn) if store.kind == "sqlite" else None
+    over = {scope: count for scope, count in figures["by_scope"].items() if count > SCOPE_SOFT_CAP}
+    result: dict[str, Any] = {"store": store.label, "exists": True, **own, **figures}
+    result["soft_cap"] = {"per_scope": SCOPE_SOFT_CAP, "over": over}
+    if store.folder is not None:
+        result["mirror"] = {"folder": str(store.folder / mirror.MIRROR_NAME), "unparseable": unparseable}
+    if claude is not None:
+        result["claude"] = claude
+    return result

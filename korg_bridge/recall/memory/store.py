@@ -1,4 +1,4 @@
-"""The memory store's SQLite file: where it lives, opening it safely, transactions, version rows.
+"""The memory store's SQLite file: where it lives, opening it safely, transactions.
 
 Unlike the recall index (a cache that is moved aside and rebuilt when broken),
 this file is user data that nothing can rebuild. So:
@@ -14,19 +14,24 @@ this file is user data that nothing can rebuild. So:
 * every write is one ``BEGIN IMMEDIATE`` transaction; WAL; ``synchronous = FULL``
   (an acknowledged write survives power loss); ``secure_delete = ON`` (a purged
   body is overwritten, not just unlinked from the b-tree).
+
+:class:`SqliteStore` and :class:`SqliteTx` implement the store interface of
+:mod:`.backend` (the team store's are in :mod:`.pg.store`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from korg_bridge.durable import reserve
 from korg_bridge.errors import ConfigError, KorgError
@@ -36,6 +41,8 @@ from korg_bridge.recall.migrations import SchemaMismatch, applied, migrate
 __all__ = [
     "BUSY_TIMEOUT_S",
     "ENV_STORE",
+    "SqliteStore",
+    "SqliteTx",
     "Store",
     "default_store_path",
     "newest_backup",
@@ -46,6 +53,8 @@ logger = logging.getLogger(__name__)
 ENV_STORE = "KORG_RECALL_STORE"
 BUSY_TIMEOUT_S = 10.0
 """How long a write waits for another process's: far above one memory write, below patience."""
+INTEGRITY_LINES = 20
+"""Problems ``integrity_check`` reports at most (it can list thousands on a wrecked file)."""
 QUICK_CHECK_MAX_BYTES = 8 * 1024 * 1024
 """``PRAGMA quick_check`` on open below this size (a few ms): corruption is reported before
 anything is written. Above it, the first statement touching a bad page reports it instead."""
@@ -63,14 +72,14 @@ def default_store_path(env: Mapping[str, str]) -> Path:
     """``$KORG_RECALL_STORE``, else ``$XDG_DATA_HOME/korg-recall/memory.sqlite`` (``~/.local/share``).
 
     Raises:
-        ConfigError: ``KORG_RECALL_STORE`` is a URL (a team backend is not supported yet).
+        ConfigError: ``KORG_RECALL_STORE`` is a URL, not a file (see :func:`.backend.location`).
     """
     explicit = env.get(ENV_STORE, "").strip()
     if explicit:
         if "://" in explicit:
             raise ConfigError(
-                f"{ENV_STORE}={explicit!r}: only a file path is supported so far. "
-                "Set it to the path of a SQLite file, or unset it for the default."
+                f"{ENV_STORE} is a URL: the memory store is a database server, not a file. "
+                "Set it to the path of a SQLite file to use one."
             )
         if explicit == "~" or explicit.startswith("~/"):
             return _home(env) / explicit[2:]
@@ -101,16 +110,59 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
     return code is not None and (code & 0xFF) in _CORRUPT_CODES
 
 
-class Store:
+class SqliteTx:
+    """One transaction on a SQLite store (:class:`~.backend.Tx`)."""
+
+    has_mirror = True
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        from korg_bridge.recall.memory.fulltext import SQLITE_TEXT
+        from korg_bridge.recall.memory.vectors import SQLITE_VECTORS
+
+        self.conn = conn
+        self.text = SQLITE_TEXT
+        self.vectors = SQLITE_VECTORS
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, tuple(params))
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[object]]) -> None:
+        self.conn.executemany(sql, seq)
+
+    def log_op(self, op_id: str, entry: Mapping[str, Any]) -> None:
+        # Queued with the operation, appended to memory-ops.jsonl after commit (oplog.flush).
+        self.conn.execute(
+            "INSERT INTO oplog_pending (op_id, entry) VALUES (?, ?)",
+            (op_id, json.dumps(entry, ensure_ascii=False, sort_keys=True)),
+        )
+
+    def mark_dirty(self, memory_id: str) -> None:
+        self.conn.execute("INSERT INTO mirror_dirty (id) VALUES (?) ON CONFLICT DO NOTHING", (memory_id,))
+
+    def secret(self, name: str) -> str:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (f"{name}_secret",)).fetchone()
+        return "" if row is None else str(row[0])
+
+    def tag_condition(self) -> str:
+        return "EXISTS (SELECT 1 FROM json_each(memory.tags) WHERE json_each.value = ?)"
+
+    def source_field(self, name: str) -> str:
+        return f"json_extract(source, '$.{name}')"
+
+
+class SqliteStore:
     """The memory store at ``path``, open; created (and migrated) if it does not exist.
 
     Raises (from the constructor):
         ConfigError: see the module docstring.
     """
 
+    kind = "sqlite"
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.folder = self.path.parent
+        self.label = str(self.path)
         self.conn = self._open()
 
     # --- opening -----------------------------------------------------------------------------
@@ -278,7 +330,7 @@ class Store:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> SqliteStore:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -287,7 +339,7 @@ class Store:
     # --- transactions --------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> Iterator[SqliteTx]:
         """One ``BEGIN IMMEDIATE`` transaction: all of it commits, or none of it.
 
         Raises:
@@ -300,7 +352,7 @@ class Store:
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
         try:
-            yield conn
+            yield SqliteTx(conn)
         except BaseException as exc:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
@@ -316,7 +368,7 @@ class Store:
             raise self.translate(exc) from exc
 
     @contextlib.contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
+    def reading(self) -> Iterator[SqliteTx]:
         """Run reads on the connection, translating SQLite errors (a consistent snapshot).
 
         Raises:
@@ -325,13 +377,51 @@ class Store:
         conn = self.conn
         try:
             conn.execute("BEGIN")
-            yield conn
+            yield SqliteTx(conn)
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
         finally:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("COMMIT")
+
+    def after_purge(self) -> dict[str, Any]:
+        """With ``secure_delete`` on, the purged bytes are gone from the file once the WAL is
+        checkpointed into it and emptied."""
+        return {"wal_checkpointed": self.checkpoint()}
+
+    def flush_log(self, env: Mapping[str, str]) -> str | None:
+        from korg_bridge.recall.memory.oplog import flush
+
+        return flush(self, env)
+
+    def describe(self) -> dict[str, Any]:
+        """What ``stats`` says about the file: size, schema, ``integrity_check``, the log, backups.
+
+        Raises:
+            KorgError: SQLite fails (ConfigError when the file is corrupt).
+        """
+        from korg_bridge.recall.memory.oplog import OPLOG_NAME
+
+        try:
+            integrity = [
+                row[0] for row in self.conn.execute("PRAGMA integrity_check").fetchmany(INTEGRITY_LINES)
+            ]
+            queued = int(self.conn.execute("SELECT count(*) FROM oplog_pending").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise self.translate(exc) from exc
+        size = sum(
+            os.path.getsize(f"{self.path}{s}") for s in ("", "-wal") if os.path.exists(f"{self.path}{s}")
+        )
+        backup = newest_backup(self.path)
+        return {
+            "size_bytes": size,
+            "schema": [name for name, _ in MIGRATIONS],
+            "integrity_check": "ok" if integrity == ["ok"] else integrity,
+            "oplog_queued": queued,
+            "oplog": str(self.folder / OPLOG_NAME),
+            "newest_backup": str(backup) if backup else None,
+        }
 
     def checkpoint(self) -> bool:
         """``wal_checkpoint(TRUNCATE)``: copy the WAL into the file and empty it; True if it did.
@@ -343,3 +433,7 @@ class Store:
         except sqlite3.Error:
             return False
         return not busy
+
+
+Store = SqliteStore
+"""The SQLite store under its first name (callers that open a file by path use it)."""

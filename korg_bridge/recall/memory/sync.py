@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import mirror
@@ -31,7 +31,10 @@ from korg_bridge.recall.memory.mirror import Change
 from korg_bridge.recall.memory.records import MEMORY_TYPES, check_id
 from korg_bridge.recall.memory.rows import head, mark_dirty
 from korg_bridge.recall.memory.scopes import Context
-from korg_bridge.recall.memory.store import Store
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Store, Tx
+    from korg_bridge.recall.memory.store import SqliteStore
 
 # Taking a change in needs the write machinery (drafts, policy, writes, the log); a settled mirror
 # -- nearly every call, recall's included -- does not, so those modules are imported where used.
@@ -53,10 +56,15 @@ def sync_mirror(store: Store, ctx: Context, scopes: Iterable[str]) -> list[str]:
     """Import what changed in the mirror folders of ``scopes``, then write what is missing.
 
     Returns problems worth reporting (files left alone and why). Does nothing when the
-    mirror is off (``KORG_RECALL_MIRROR=0``) or writes are off.
+    mirror is off (``KORG_RECALL_MIRROR=0``, and always for a team store, which has no
+    folder of files) or writes are off.
     """
-    if not ctx.mirror or ctx.writes == "off":
+    if not ctx.mirror or ctx.writes == "off" or store.kind != "sqlite":
         return []
+    return _sync(cast("SqliteStore", store), ctx, scopes)
+
+
+def _sync(store: SqliteStore, ctx: Context, scopes: Iterable[str]) -> list[str]:
     wanted = _unique(scopes)
     root = store.folder / mirror.MIRROR_NAME
     mirror.clean_tmp(root, ctx.now)
@@ -72,7 +80,7 @@ def sync_mirror(store: Store, ctx: Context, scopes: Iterable[str]) -> list[str]:
     return problems
 
 
-def _apply(store: Store, ctx: Context, root: Path, change: Change) -> str | None:
+def _apply(store: SqliteStore, ctx: Context, root: Path, change: Change) -> str | None:
     with store.write() as conn:
         if change.state is not None:
             row = conn.execute("SELECT sha256 FROM mirror_files WHERE path = ?", (change.path,)).fetchone()
@@ -142,9 +150,7 @@ def _fields(
     }, None
 
 
-def _import_edit(
-    conn: sqlite3.Connection, ctx: Context, root: Path, change: Change, current: object
-) -> str | None:
+def _import_edit(conn: Tx, ctx: Context, root: Path, change: Change, current: object) -> str | None:
     from korg_bridge.recall.memory import oplog
     from korg_bridge.recall.memory.records import Version
     from korg_bridge.recall.memory.writes import add_version
@@ -182,7 +188,7 @@ def _import_edit(
     return None
 
 
-def _import_new(conn: sqlite3.Connection, ctx: Context, root: Path, change: Change) -> str | None:
+def _import_new(conn: Tx, ctx: Context, root: Path, change: Change) -> str | None:
     from korg_bridge.recall.memory import oplog
     from korg_bridge.recall.memory.policy import Draft, decide
     from korg_bridge.recall.memory.writes import apply_decision

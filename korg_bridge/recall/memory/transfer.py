@@ -77,9 +77,9 @@ def export_cmd(args: dict[str, Any]) -> int:
     import json
 
     from korg_bridge.errors import UsageError
+    from korg_bridge.recall.memory.backend import location, open_store, store_exists
     from korg_bridge.recall.memory.export import check_markdown_target, export_jsonl, export_markdown
     from korg_bridge.recall.memory.scopes import Context, parse_scope
-    from korg_bridge.recall.memory.store import Store, default_store_path
 
     ctx = Context.from_env(_env())
     scope = parse_scope(args["scope"], ctx.project) if args.get("scope") else None
@@ -89,12 +89,13 @@ def export_cmd(args: dict[str, Any]) -> int:
         raise UsageError("a Markdown export writes files: pass --output DIR (an absent or empty folder).")
     if markdown and output is not None:
         check_markdown_target(output)  # before the store is opened
-    path = default_store_path(ctx.env)
-    if not path.exists():
-        sys.stderr.write(f"korg-recall: note: no memory store at {path}; the export is empty.\n")
+    if not store_exists(ctx.env):
+        sys.stderr.write(
+            f"korg-recall: note: no memory store at {location(ctx.env).label}; the export is empty.\n"
+        )
         store = None
     else:
-        store = Store(path)
+        store = open_store(ctx.env)
     try:
         if store is not None:
             _take_in_hand_edits(store, ctx, scope)
@@ -116,22 +117,26 @@ def _take_in_hand_edits(store: Any, ctx: Any, scope: str | None) -> None:
     """Hand edits of the mirror not taken in yet belong in the export (as before any read)."""
     from korg_bridge.recall.memory.sync import sync_mirror
 
-    scopes = [scope] if scope else [row[0] for row in store.conn.execute("SELECT DISTINCT scope FROM memory")]
+    if scope:
+        scopes = [scope]
+    else:
+        with store.reading() as tx:
+            scopes = [row[0] for row in tx.execute("SELECT DISTINCT scope FROM memory")]
     sync_mirror(store, ctx, scopes)
 
 
 def import_cmd(args: dict[str, Any]) -> int:
     import json
 
+    from korg_bridge.recall.memory.backend import open_store
     from korg_bridge.recall.memory.importer import apply_import, prepare_import
     from korg_bridge.recall.memory.incoming import read_source
     from korg_bridge.recall.memory.scopes import Context
-    from korg_bridge.recall.memory.store import Store, default_store_path
 
     ctx = Context.from_env(_env())
     ctx.check_writes("import")
     prepared = prepare_import(read_source(str(args["path"])), ctx, args.get("scope"))  # no store yet
-    with Store(default_store_path(ctx.env)) as store:
+    with open_store(ctx.env) as store:
         result = apply_import(store, ctx, prepared)
     sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     return 0

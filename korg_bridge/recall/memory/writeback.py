@@ -35,20 +35,19 @@ import hashlib
 import json
 import os
 import re
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from korg_bridge.errors import KorgError
 from korg_bridge.recall.memory import claude_records as records
+from korg_bridge.recall.memory.backend import Store, Tx
 from korg_bridge.recall.memory.claude_files import BLOCK_BEGIN, BLOCK_END, CLAUDE_TYPES, outside_block
 from korg_bridge.recall.memory.claude_paths import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_NAME, memory_folder
 from korg_bridge.recall.memory.claude_records import WRITEBACK, FileRow
 from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.rows import head
 from korg_bridge.recall.memory.scopes import Context
-from korg_bridge.recall.memory.store import Store
 
 __all__ = ["ARCHIVE", "ENV_WRITEBACK", "after_write", "enabled", "render_topic", "topic_name"]
 
@@ -132,6 +131,8 @@ def after_write(
 
     Never raises for a file: a problem is a line of the result, and the write it follows stands.
     """
+    if store.folder is None:
+        return "off: a team store is not one person's Claude Code folders"
     problems: list[str] = []
     lock = store.folder / LOCK_NAME
     touched: set[str] = set()
@@ -160,9 +161,7 @@ def after_write(
     return problems or "up to date"
 
 
-def _write_topic(
-    conn: sqlite3.Connection, ctx: Context, version: Version, row: FileRow | None, lock: Path
-) -> list[str]:
+def _write_topic(conn: Tx, ctx: Context, version: Version, row: FileRow | None, lock: Path) -> list[str]:
     from korg_bridge.recall.guarded_write import Changed, replace, take
 
     if row is not None and row.status == "gone":
@@ -218,7 +217,7 @@ def _write_topic(
     return [f"{version.id}: {NAMES_TRIED} names for its topic file are taken in {folder}"]
 
 
-def _archive(conn: sqlite3.Connection, row: FileRow, lock: Path) -> list[str]:
+def _archive(conn: Tx, row: FileRow, lock: Path) -> list[str]:
     """Move a topic file of ours into ``.korg-recall-archive/`` (only while it is what we wrote)."""
     from korg_bridge.durable import fsync_folder, reserve
     from korg_bridge.recall.guarded_write import locked
@@ -244,7 +243,7 @@ def _archive(conn: sqlite3.Connection, row: FileRow, lock: Path) -> list[str]:
     return []
 
 
-def _delete(conn: sqlite3.Connection, row: FileRow, lock: Path) -> list[str]:
+def _delete(conn: Tx, row: FileRow, lock: Path) -> list[str]:
     """A purged memory's topic file: deleted when it is still what korg-recall wrote."""
     from korg_bridge.recall.guarded_write import Changed, Snapshot, remove
 
@@ -276,7 +275,7 @@ def _replace(row: FileRow, **changes: Any) -> FileRow:
     return dataclasses.replace(row, **changes)
 
 
-def _lines(conn: sqlite3.Connection, scope: str) -> list[str]:
+def _lines(conn: Tx, scope: str) -> list[str]:
     """The block's index lines: our topic files of ``scope`` whose memory is live; pinned, then newest."""
     entries: list[tuple[bool, str, str]] = []
     for row in records.file_rows(conn, kind=WRITEBACK).values():
@@ -293,7 +292,7 @@ def _lines(conn: sqlite3.Connection, scope: str) -> list[str]:
     return [line for _, _, line in entries]
 
 
-def _block(conn: sqlite3.Connection, ctx: Context, scope: str, lock: Path) -> list[str]:
+def _block(conn: Tx, ctx: Context, scope: str, lock: Path) -> list[str]:
     """Rewrite the korg-recall block of the project's ``MEMORY.md``; nothing outside it changes."""
     from korg_bridge.recall.guarded_write import remove, replace, take
     from korg_bridge.recall.memory.claude_files import index_over_limits

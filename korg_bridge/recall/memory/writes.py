@@ -14,17 +14,18 @@ raised over a committed write.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import KorgError
-from korg_bridge.recall.memory import mirror, oplog
+from korg_bridge.recall.memory import mirror
 from korg_bridge.recall.memory.policy import Decision, Draft
 from korg_bridge.recall.memory.records import Version, iso, new_id
 from korg_bridge.recall.memory.rows import insert_version, next_version, supersede, update_head
 from korg_bridge.recall.memory.scopes import Context
-from korg_bridge.recall.memory.store import Store
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend import Store, Tx
 
 __all__ = ["add_version", "apply_decision", "finish", "provenance_entry"]
 
@@ -33,7 +34,7 @@ def provenance_entry(ctx: Context, source: dict[str, Any] | None) -> dict[str, A
     return {"actor": ctx.actor, "at": iso(ctx.now), "source": source}
 
 
-def add_version(conn: sqlite3.Connection, ctx: Context, base: Version, **changes: Any) -> Version:
+def add_version(conn: Tx, ctx: Context, base: Version, **changes: Any) -> Version:
     """A new version of ``base``'s lineage: ``base``'s fields, ``changes`` applied, written by
     ``ctx.actor`` now; a proposal when ``ctx`` holds writes for approval.
 
@@ -60,7 +61,7 @@ def add_version(conn: sqlite3.Connection, ctx: Context, base: Version, **changes
     return insert_version(conn, version)
 
 
-def apply_decision(conn: sqlite3.Connection, ctx: Context, draft: Draft, decision: Decision) -> Version:
+def apply_decision(conn: Tx, ctx: Context, draft: Draft, decision: Decision) -> Version:
     """Write what :func:`~.policy.decide` decided; return the version the caller gets back."""
     entry = provenance_entry(ctx, draft.source)
     target = decision.target
@@ -138,7 +139,7 @@ def finish(
             found.extend(mirror.reconcile(store, ids=list(ids)))
         except KorgError as exc:
             found.append(exc.message)
-    queued = oplog.flush(store, ctx.env)
+    queued = store.flush_log(ctx.env)
     checks: dict[str, Any] = {"oplog": "appended" if queued is None else f"queued: {queued}"}
     checks["mirror"] = "off" if not ctx.mirror else (found or "up to date")
     if ids or purged:
@@ -149,7 +150,7 @@ def finish(
     return checks
 
 
-def live_count(conn: sqlite3.Connection, scope: str) -> int:
+def live_count(conn: Tx, scope: str) -> int:
     row = conn.execute(
         "SELECT count(*) FROM memory WHERE scope = ? AND superseded_by IS NULL AND state = 'live'", (scope,)
     ).fetchone()

@@ -1,7 +1,8 @@
 """The memory tools end to end, the way a model reaches them: ``korg-bridge korg-recall --allow
 fs_write`` started over stdio and driven through the MCP SDK's client.
 
-One bridge serves the module (a second or two to start); each test writes its own memories.
+One bridge per backend serves the module (a second or two to start): a SQLite file, then a
+tenant of the team store; each test writes its own memories.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import pytest
 from _bridge_client import Bridge, open_bridge, text_of
 from _sqlite import connect
 
-from ._memory import dump, git_repo, ok, rows, run, tree_bytes
+from ._memory import PgTarget, dump, git_repo, holds, ok, rows, run, tree_bytes
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends_by_module]
 
 REMEMBER, REVISE, FORGET, MEMORIES = (
     f"korg-recall_{name}" for name in ("remember", "revise", "forget", "memories")
@@ -40,29 +41,51 @@ def korg_recall() -> Path:
     return Path(found)
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def world(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> dict[str, Any]:
     home = tmp_path_factory.mktemp("bridge-memory-home")
-    return {"home": home, "data": home / "data", "repo": git_repo(home / "repo")}
+    found: dict[str, Any] = {"home": home, "data": home / "data", "repo": git_repo(home / "repo")}
+    if request.param == "postgres":
+        roles = request.getfixturevalue("pg_roles")
+        found["team"] = PgTarget(roles.app_url(), f"t-bridge-{home.name}", roles)
+    return found
 
 
 @pytest.fixture(scope="module")
-def env(world: dict[str, Path]) -> dict[str, str]:
-    return {
+def env(world: dict[str, Any]) -> dict[str, str]:
+    values = {
         "HOME": str(world["home"]),
         "XDG_DATA_HOME": str(world["data"]),
         "XDG_CACHE_HOME": str(world["home"]),
     }
+    if "team" in world:
+        values.update(KORG_RECALL_STORE=world["team"].url, KORG_RECALL_TENANT=world["team"].tenant)
+    return values
 
 
 @pytest.fixture(scope="module")
-async def bridge(korg_recall: Path, world: dict[str, Path], env: dict[str, str]) -> AsyncIterator[Bridge]:
+async def bridge(korg_recall: Path, world: dict[str, Any], env: dict[str, str]) -> AsyncIterator[Bridge]:
     async with open_bridge(korg_recall, "--allow", "fs_write", env=env, cwd=world["repo"]) as running:
         yield running
 
 
-def store_of(world: dict[str, Path]) -> Path:
-    return world["data"] / "korg-recall" / "memory.sqlite"
+def store_of(world: dict[str, Any]) -> Path | PgTarget:
+    if "team" in world:
+        team: PgTarget = world["team"]
+        return team
+    path: Path = world["data"] / "korg-recall" / "memory.sqlite"
+    return path
+
+
+def snapshot(store: Path | PgTarget) -> tuple[object, ...]:
+    """Everything a call could change: the store (and beside a SQLite one, the mirror and the log)."""
+    if isinstance(store, PgTarget):
+        return (dump(store),)  # the tenant's rows, its operation log included
+    return (
+        dump(store),
+        tree_bytes(store.parent / "memories"),
+        (store.parent / "memory-ops.jsonl").read_bytes(),
+    )
 
 
 async def tool(bridge: Bridge, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -145,18 +168,15 @@ async def test_revise_needs_the_current_version_when_given_one(bridge: Bridge) -
     assert [v["body"] for v in shown["versions"]] == ["The user prefers pnpm over npm."]
 
 
-async def test_forget_by_query_changes_nothing_until_confirmed(
-    bridge: Bridge, world: dict[str, Path]
-) -> None:
+async def test_forget_by_query_changes_nothing_until_confirmed(bridge: Bridge, world: dict[str, Any]) -> None:
     for text in ("The zebrafish tank sensor reads in Celsius.", "Zebrafish feeding runs at 08:00 daily."):
         await tool(bridge, REMEMBER, {"content": text, "type": "project"})
     store = store_of(world)
-    mirror = store.parent / "memories"
-    before = (dump(store), tree_bytes(mirror), (store.parent / "memory-ops.jsonl").read_bytes())
+    before = snapshot(store)
     asked = await tool(bridge, FORGET, {"query": "zebrafish", "mode": "retire"})
     assert asked["status"] == "confirm"
     assert len(asked["matches"]) == 2
-    assert (dump(store), tree_bytes(mirror), (store.parent / "memory-ops.jsonl").read_bytes()) == before
+    assert snapshot(store) == before
     wrong = await tool(bridge, FORGET, {"query": "zebrafish", "mode": "purge", "confirm": asked["confirm"]})
     assert wrong["status"] == "changed"
     assert dump(store) == before[0]
@@ -167,34 +187,43 @@ async def test_forget_by_query_changes_nothing_until_confirmed(
 
 
 async def test_purge_leaves_no_trace_of_the_body_in_the_store_its_wal_the_mirror_or_the_log(
-    bridge: Bridge, world: dict[str, Path]
+    bridge: Bridge, world: dict[str, Any]
 ) -> None:
     store = store_of(world)
     # The store exists once something was written (this test may run first, alone).
     await tool(bridge, REMEMBER, {"content": "The purge drill starts from a store on disk.", "type": "note"})
-    # An idle connection of our own keeps the WAL file alive between korg-recall processes (the
-    # last connection to close would checkpoint and delete it), so the purge must empty it itself.
-    watcher = connect(store)
-    watcher.execute("SELECT count(*) FROM memory").fetchone()
+    if isinstance(store, Path):
+        # An idle connection of our own keeps the WAL file alive between korg-recall processes (the
+        # last connection to close would checkpoint and delete it), so the purge must empty it itself.
+        watcher = connect(store)
+        watcher.execute("SELECT count(*) FROM memory").fetchone()
     secret_fact = "The vault courier codeword is quixotic-marmalade-4471."
     made = await tool(
         bridge,
         REMEMBER,
         {"content": secret_fact, "type": "note", "title": "Courier codeword", "tags": ["courier-ops"]},
     )
-    wal = Path(f"{store}-wal")
-    assert b"quixotic-marmalade" in store.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+    assert holds(store, "quixotic-marmalade")
     done = await tool(bridge, FORGET, {"id": made["id"], "mode": "purge"})
     assert done["status"] == "purged"
-    assert done["checks"]["wal_checkpointed"] is True
     assert "not touched" in done["note"]
-    everything = [store, Path(f"{store}-wal"), store.parent / "memory-ops.jsonl"]
-    everything += [p for p in (store.parent / "memories").rglob("*") if p.is_file()]
-    for path in everything:
-        data = path.read_bytes() if path.exists() else b""
-        # (not the digits alone: "4471" can be part of a timestamp's microseconds)
-        for needle in (b"quixotic", b"marmalade", b"Courier codeword", b"courier-ops"):
-            assert needle not in data, (path, needle)
+    # (not the digits alone: "4471" can be part of a timestamp's microseconds)
+    needles = ("quixotic", "marmalade", "Courier codeword", "courier-ops")
+    if isinstance(store, PgTarget):
+        # Every row and column of the tenant (the generated tsvector and the log included), and the
+        # purged rows' old versions vacuumed away.
+        assert done["checks"]["vacuumed"] is True
+        for needle in needles:
+            assert not holds(store, needle), needle
+        assert rows(store, "SELECT tsv::text FROM memory WHERE id = ?", [made["id"]]) == [("",)]
+    else:
+        assert done["checks"]["wal_checkpointed"] is True
+        everything = [store, Path(f"{store}-wal"), store.parent / "memory-ops.jsonl"]
+        everything += [p for p in (store.parent / "memories").rglob("*") if p.is_file()]
+        for path in everything:
+            data = path.read_bytes() if path.exists() else b""
+            for needle in needles:
+                assert needle.encode() not in data, (path, needle)
     tombstones = rows(store, "SELECT state, title, body, tags FROM memory WHERE id = ?", [made["id"]])
     assert tombstones == [("purged", "", "", "[]")]
     assert rows(
@@ -205,7 +234,7 @@ async def test_purge_leaves_no_trace_of_the_body_in_the_store_its_wal_the_mirror
 
 
 async def test_retire_hides_and_restore_on_the_command_line_brings_back(
-    bridge: Bridge, world: dict[str, Path], env: dict[str, str]
+    bridge: Bridge, world: dict[str, Any], env: dict[str, str]
 ) -> None:
     made = await tool(
         bridge, REMEMBER, {"content": "Staging lives at staging.shop.example.", "type": "reference"}
@@ -223,7 +252,7 @@ async def test_retire_hides_and_restore_on_the_command_line_brings_back(
 
 
 async def test_without_allow_the_bridge_refuses_writes_and_serves_reads(
-    korg_recall: Path, world: dict[str, Path], env: dict[str, str]
+    korg_recall: Path, world: dict[str, Any], env: dict[str, str]
 ) -> None:
     async with open_bridge(korg_recall, env=env, cwd=world["repo"]) as plain:
         refused = await plain.client.call_tool(REMEMBER, {"content": "x", "type": "note"})

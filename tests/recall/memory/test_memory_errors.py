@@ -1,5 +1,9 @@
 """Bad input: one clear line on stderr naming what is wrong and what to do, the exit code from the
-introspect table, nothing written -- and a store that is not usable as it is stays untouched."""
+introspect table, nothing written -- and a store that is not usable as it is stays untouched.
+
+The tests of bad arguments run on both backends; those about a store *file* that cannot be used
+run on SQLite, and their team-store counterparts (unreachable server, wrong password, missing
+pgvector, a newer schema) are in ``test_memory_pg_failures.py``."""
 
 from __future__ import annotations
 
@@ -11,6 +15,10 @@ from pathlib import Path
 import pytest
 
 from ._memory import failed, git_repo, ok, run
+
+SQLITE_FILE = pytest.mark.sqlite_only(
+    "about the SQLite file itself; the team store's failures have their own tests"
+)
 
 
 @pytest.fixture
@@ -48,6 +56,7 @@ def test_an_unknown_id_is_a_usage_error_for_every_tool(repo: Path) -> None:
         failed(run(*argv, cwd=repo), 2, "no memory maaaaaaaaaa")
 
 
+@SQLITE_FILE
 def test_an_unknown_id_before_anything_was_remembered_creates_no_store(repo: Path, store: Path) -> None:
     failed(run("forget", "--id", "maaaaaaaaaa", cwd=repo), 2, "nothing has been remembered yet")
     assert not store.parent.exists()
@@ -110,6 +119,7 @@ def test_bad_metadata_is_named(repo: Path) -> None:
     failed(run("memories", "--cursor", "later", cwd=repo), 2, "bad cursor")
 
 
+@SQLITE_FILE
 def test_a_corrupt_store_is_a_config_error_naming_the_file_and_it_stays_untouched(
     repo: Path, store: Path
 ) -> None:
@@ -129,6 +139,7 @@ def test_a_corrupt_store_is_a_config_error_naming_the_file_and_it_stays_untouche
     ]
 
 
+@SQLITE_FILE
 def test_a_file_that_is_not_sqlite_is_never_overwritten(repo: Path, tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("my own notes, not a database\n" * 10)
@@ -142,6 +153,7 @@ def test_a_file_that_is_not_sqlite_is_never_overwritten(repo: Path, tmp_path: Pa
     assert digest(notes) == before
 
 
+@SQLITE_FILE
 def test_another_programs_database_is_refused(repo: Path, tmp_path: Path) -> None:
     other = tmp_path / "other.sqlite"
     with sqlite3.connect(other) as conn:
@@ -152,6 +164,7 @@ def test_another_programs_database_is_refused(repo: Path, tmp_path: Path) -> Non
     assert digest(other) == before
 
 
+@SQLITE_FILE
 def test_a_store_path_that_is_a_directory_is_a_config_error(repo: Path, tmp_path: Path) -> None:
     folder = tmp_path / "a-folder"
     folder.mkdir()
@@ -162,6 +175,7 @@ def test_a_store_path_that_is_a_directory_is_a_config_error(repo: Path, tmp_path
     )
 
 
+@SQLITE_FILE
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 def test_a_store_path_that_is_a_fifo_is_a_config_error_not_a_hang(repo: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "memory.fifo"
@@ -179,11 +193,12 @@ def test_a_store_path_that_is_a_fifo_is_a_config_error_not_a_hang(repo: Path, tm
     failed(proc, 3, "not a regular file")
 
 
-def test_a_url_as_the_store_is_not_supported_yet(repo: Path) -> None:
+@pytest.mark.no_store
+def test_a_url_of_another_scheme_is_refused_naming_the_two_forms(repo: Path) -> None:
     failed(
-        run("memories", cwd=repo, env={"KORG_RECALL_STORE": "postgresql://db/memories"}),
+        run("memories", cwd=repo, env={"KORG_RECALL_STORE": "mysql://db/memories"}),
         3,
-        "only a file path",
+        "a SQLite file path or a postgresql:// URL",
     )
 
 
@@ -192,6 +207,7 @@ def test_bad_environment_values_name_the_variable(repo: Path) -> None:
     failed(run("memories", cwd=repo, env={"KORG_RECALL_MIRROR": "maybe"}), 3, "KORG_RECALL_MIRROR")
 
 
+@SQLITE_FILE
 def test_a_store_from_a_newer_version_is_refused(repo: Path, store: Path) -> None:
     remember(repo)
     with sqlite3.connect(store) as conn:

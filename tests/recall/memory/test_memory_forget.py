@@ -79,6 +79,7 @@ def test_forgetting_twice_is_unchanged_and_a_purged_memory_cannot_be_retired(
     assert code == 2 and "confirm goes with query" in err
 
 
+@pytest.mark.sqlite_only("a file the user made in the Markdown mirror, which a team store has not")
 def test_a_purge_leaves_a_file_the_user_made_and_says_so(
     capsys: pytest.CaptureFixture[str], project: Path, store: Path
 ) -> None:

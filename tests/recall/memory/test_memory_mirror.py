@@ -12,6 +12,11 @@ from korg_bridge.recall.memory.records import Version
 
 from ._memory import answer, call, rows
 
+pytestmark = pytest.mark.sqlite_only(
+    "the Markdown mirror is a folder of files beside a SQLite store; a team store has none "
+    "(test_memory_pg.py checks that it stays off)"
+)
+
 
 def mirror_of(store: Path) -> Path:
     return store.parent / "memories"

@@ -15,6 +15,8 @@ from korg_bridge.recall.memory.normalize import (
     word_set,
 )
 
+pytestmark = pytest.mark.no_store
+
 
 def test_an_exact_repeat_hashes_alike_however_spaced_cased_or_punctuated() -> None:
     assert content_hash("Run make db before pytest.") == content_hash("  run MAKE db\n before   pytest ")

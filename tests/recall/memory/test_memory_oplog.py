@@ -1,6 +1,11 @@
 """The operation log: every write appended to a hash-chained korg-ledger@v1 journal that
 ``korg-recall verify`` checks, without a title, body, key or tag in it -- and entries left queued
-by a crash appended exactly once."""
+by a crash appended exactly once.
+
+A SQLite store's log is ``memory-ops.jsonl`` beside it (``verify --path``); a team store's is
+its ``memory_ops`` table, one chain per tenant (``verify --store URL``). The queue between a
+SQLite transaction and the file has no counterpart in a team store, whose entries are written
+in the operation's own transaction."""
 
 from __future__ import annotations
 
@@ -10,15 +15,22 @@ from pathlib import Path
 import pytest
 from _sqlite import connect
 
-from ._memory import answer, ok, rows, run
+from ._memory import PgTarget, answer, log_entries, ok, rows, run
+
+FILE_QUEUE = pytest.mark.sqlite_only("the queue between a SQLite transaction and the log file")
 
 
 def log_of(store: Path) -> Path:
     return store.parent / "memory-ops.jsonl"
 
 
-def entries(store: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in log_of(store).read_text().splitlines()]
+def entries(store: Path | PgTarget) -> list[dict[str, object]]:
+    return log_entries(store)
+
+
+def verify_flags(store: Path | PgTarget) -> list[str]:
+    """``verify``'s flags for the store's log: the file, or the team store (its tenant from the env)."""
+    return ["--store", store.url] if isinstance(store, PgTarget) else ["--path", str(log_of(store))]
 
 
 def test_every_write_is_logged_and_the_log_verifies(
@@ -42,10 +54,10 @@ def test_every_write_is_logged_and_the_log_verifies(
         ("memory.forget", {"status": "purged"}),
     ]
     assert all(e["source_agent"] == "agent" and e["args"]["id"] == memory_id for e in logged)  # type: ignore[index]
-    raw = log_of(store).read_bytes()
-    for needle in (b"Orchid", b"orchid", b"calibrat", b"greenhouse", b"41 percent", b"43 percent"):
+    raw = json.dumps(logged)
+    for needle in ("Orchid", "orchid", "calibrat", "greenhouse", "41 percent", "43 percent"):
         assert needle not in raw, needle
-    report = ok(run("verify", "--path", str(log_of(store)), cwd=project))
+    report = ok(run("verify", *verify_flags(store), cwd=project))
     assert (report["intact"], report["events"]) == (True, 6)
 
 
@@ -54,16 +66,23 @@ def test_tampering_with_one_entry_is_detected(
 ) -> None:
     for n in range(3):
         answer(capsys, "remember", "--content", f"Fact number {n} about herons.", "--type", "note")
-    lines = log_of(store).read_text().splitlines()
-    lines[1] = lines[1].replace('"status": "created"', '"status": "exists"')
-    log_of(store).write_text("\n".join(lines) + "\n")
-    proc = run("verify", "--path", str(log_of(store)), cwd=project)
+    if isinstance(store, PgTarget):  # the application role cannot change the log; its owner can
+        store.as_owner(
+            'UPDATE memory_ops SET entry = replace(entry, \'"status": "created"\', \'"status": "exists"\') '
+            "WHERE seq_id = 2"
+        )
+    else:
+        lines = log_of(store).read_text().splitlines()
+        lines[1] = lines[1].replace('"status": "created"', '"status": "exists"')
+        log_of(store).write_text("\n".join(lines) + "\n")
+    proc = run("verify", *verify_flags(store), cwd=project)
     assert proc.returncode == 1, proc.stderr  # not intact: verify fails, so `verify && …` stops
     report = json.loads(proc.stdout)
     assert report["intact"] is False
     assert any(error.startswith("seq 2: entry_hash mismatch") for error in report["errors"])
 
 
+@FILE_QUEUE
 def test_entries_left_queued_by_a_crash_are_appended_once(
     capsys: pytest.CaptureFixture[str], project: Path, store: Path
 ) -> None:
@@ -97,6 +116,7 @@ def test_entries_left_queued_by_a_crash_are_appended_once(
     assert ok(run("verify", "--path", str(log_of(store)), cwd=project))["intact"] is True
 
 
+@FILE_QUEUE
 def test_a_log_that_cannot_be_appended_to_never_hides_a_committed_write(
     capsys: pytest.CaptureFixture[str], project: Path, store: Path
 ) -> None:

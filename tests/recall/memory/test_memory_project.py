@@ -7,9 +7,13 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from korg_bridge.recall.project import find_git_root, project_root
 
 from ._memory import git_repo
+
+pytestmark = pytest.mark.no_store
 
 
 def test_a_subfolder_belongs_to_its_repository(tmp_path: Path) -> None:

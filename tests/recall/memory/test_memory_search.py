@@ -4,16 +4,19 @@ memories ranked newest first -- and forget's stricter matching."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from korg_bridge.recall.memory.backend import Tx
+from korg_bridge.recall.memory.fulltext import ranked_sql
+from korg_bridge.recall.memory.pg.fulltext import ranked_sql as pg_ranked_sql
 from korg_bridge.recall.memory.records import Version, iso, parse_iso
 from korg_bridge.recall.memory.rows import add_link, insert_version
-from korg_bridge.recall.memory.search import forget_matches, match_sql, search_memories
-from korg_bridge.recall.memory.store import Store
+from korg_bridge.recall.memory.search import forget_matches, match_where, search_memories
+
+from ._memory import PgTarget, opened
 
 NOW = parse_iso("2026-06-01T12:00:00Z")
 DAY = 86_400.0
@@ -22,14 +25,14 @@ BLOG = "project:/src/blog"
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    with Store(tmp_path / "m.sqlite") as store, store.write() as tx:
+def conn(store: Path | PgTarget) -> Iterator[Tx]:
+    """One write transaction on this test's store (a SQLite file, or a tenant of the team store): the
+    rows are put and searched inside it."""
+    with opened(store) as handle, handle.write() as tx:
         yield tx
 
 
-def put(
-    conn: sqlite3.Connection, memory_id: str, body: str, *, days_ago: float = 1, **fields: object
-) -> Version:
+def put(conn: Tx, memory_id: str, body: str, *, days_ago: float = 1, **fields: object) -> Version:
     values: dict[str, object] = {
         "id": memory_id,
         "version": 1,
@@ -49,7 +52,7 @@ def ids(hits: list[object]) -> list[tuple[str, int]]:
     return [(h.version.id, h.version.version) for h in hits]  # type: ignore[attr-defined]
 
 
-def test_heads_only_by_default_and_older_versions_on_request(conn: sqlite3.Connection) -> None:
+def test_heads_only_by_default_and_older_versions_on_request(conn: Tx) -> None:
     put(
         conn,
         "maaaaaaaaaa",
@@ -68,7 +71,7 @@ def test_heads_only_by_default_and_older_versions_on_request(conn: sqlite3.Conne
     assert 'superseded="true"' in both[1].render(NOW)
 
 
-def test_as_of_answers_with_what_held_then(conn: sqlite3.Connection) -> None:
+def test_as_of_answers_with_what_held_then(conn: Tx) -> None:
     put(
         conn,
         "maaaaaaaaaa",
@@ -87,7 +90,7 @@ def test_as_of_answers_with_what_held_then(conn: sqlite3.Connection) -> None:
     assert before == []
 
 
-def test_as_of_honours_validity_and_retirement(conn: sqlite3.Connection) -> None:
+def test_as_of_honours_validity_and_retirement(conn: Tx) -> None:
     put(
         conn,
         "mbbbbbbbbbb",
@@ -115,7 +118,7 @@ def test_as_of_honours_validity_and_retirement(conn: sqlite3.Connection) -> None
     assert search_memories(conn, "vendor portal", scopes=[SHOP], as_of=NOW - 3 * DAY, now=NOW) == []
 
 
-def test_retired_pending_expired_and_other_scopes_are_not_found(conn: sqlite3.Connection) -> None:
+def test_retired_pending_expired_and_other_scopes_are_not_found(conn: Tx) -> None:
     put(conn, "maaaaaaaaaa", "Kiwi retired fact.", state="retired", retired_at=iso(NOW - DAY))
     put(conn, "mbbbbbbbbbb", "Kiwi pending fact.", state="pending")
     put(conn, "mcccccccccc", "Kiwi expired fact.", expires_at=iso(NOW - 1))
@@ -128,7 +131,7 @@ def test_retired_pending_expired_and_other_scopes_are_not_found(conn: sqlite3.Co
     ]
 
 
-def test_decay_ranks_older_memories_lower_but_never_hides_them(conn: sqlite3.Connection) -> None:
+def test_decay_ranks_older_memories_lower_but_never_hides_them(conn: Tx) -> None:
     put(conn, "maaaaaaaaaa", "Heron sightings are logged in the wiki.", days_ago=400)
     put(conn, "mbbbbbbbbbb", "Heron sightings are logged in the sheet.", days_ago=1)
     put(conn, "mcccccccccc", "Heron sightings are logged in the book.", days_ago=400, pinned=True)
@@ -139,7 +142,7 @@ def test_decay_ranks_older_memories_lower_but_never_hides_them(conn: sqlite3.Con
     assert ids(hits)[-1] == ("maaaaaaaaaa", 1)
 
 
-def test_of_memories_matching_the_same_words_the_newest_ranks_first(conn: sqlite3.Connection) -> None:
+def test_of_memories_matching_the_same_words_the_newest_ranks_first(conn: Tx) -> None:
     put(conn, "maaaaaaaaaa", "The kestrel camera streams on port 8080 from the roof.", days_ago=60)
     put(conn, "mbbbbbbbbbb", "Kestrel camera: port 9090 now.", days_ago=3)
     put(conn, "mcccccccccc", "The kestrel nest box was cleaned.", days_ago=1)
@@ -148,7 +151,7 @@ def test_of_memories_matching_the_same_words_the_newest_ranks_first(conn: sqlite
     assert ids(hits)[-1] == ("mcccccccccc", 1)  # newest of all, but it matches less
 
 
-def test_a_similar_link_between_two_different_things_does_not_reorder_them(conn: sqlite3.Connection) -> None:
+def test_a_similar_link_between_two_different_things_does_not_reorder_them(conn: Tx) -> None:
     put(conn, "maaaaaaaaaa", "The project pins Rust version 1.75 and Rust nightly for docs.", days_ago=30)
     put(conn, "mbbbbbbbbbb", "The project pins Redis version 7.2.", days_ago=2)
     add_link(conn, "mbbbbbbbbbb", "maaaaaaaaaa", "similar", iso(NOW))
@@ -157,14 +160,14 @@ def test_a_similar_link_between_two_different_things_does_not_reorder_them(conn:
     assert hits[0].older_than is None
 
 
-def test_use_lifts_a_memory_within_its_bound(conn: sqlite3.Connection) -> None:
+def test_use_lifts_a_memory_within_its_bound(conn: Tx) -> None:
     put(conn, "maaaaaaaaaa", "Ferret cages are cleaned on Fridays.", use_count=10_000)
     (hit,) = search_memories(conn, "ferret", scopes=[SHOP], now=NOW)
     assert hit.breakdown["use"] == 1.3
 
 
 def test_of_two_similar_memories_the_newer_ranks_first_and_the_older_is_marked(
-    conn: sqlite3.Connection,
+    conn: Tx,
 ) -> None:
     put(conn, "maaaaaaaaaa", "Otter tank otter filter otter is replaced monthly.", days_ago=5)
     put(conn, "mbbbbbbbbbb", "The otter filter is replaced weekly.", days_ago=1)
@@ -175,14 +178,16 @@ def test_of_two_similar_memories_the_newer_ranks_first_and_the_older_is_marked(
     assert 'older_than="mbbbbbbbbbb"' in hits[1].render(NOW)
 
 
-def test_query_syntax_is_searched_as_words(conn: sqlite3.Connection) -> None:
+def test_query_syntax_is_searched_as_words(conn: Tx) -> None:
     put(conn, "maaaaaaaaaa", "NOT a problem: the OR gate works.")
     assert ids(search_memories(conn, 'NOT "OR" gate*', scopes=[SHOP], now=NOW)) == [("maaaaaaaaaa", 1)]
-    sql = match_sql(2, 1, heads_only=True)
-    assert "MATCH ?" in sql and "gate" not in sql
+    where = match_where(2, 1, heads_only=True)
+    assert "MATCH ?" in ranked_sql(where) and "gate" not in ranked_sql(where)
+    team = pg_ranked_sql(3, where)  # the words are bound parameters there too
+    assert team.count("phraseto_tsquery") == 3 and "gate" not in team
 
 
-def test_forget_matches_need_every_word_and_see_old_text_only_when_purging(conn: sqlite3.Connection) -> None:
+def test_forget_matches_need_every_word_and_see_old_text_only_when_purging(conn: Tx) -> None:
     put(conn, "maaaaaaaaaa", "Alice's phone number is 555-0100.", superseded_by=2, superseded_at=iso(NOW))
     put(conn, "maaaaaaaaaa", "Alice changed her contact details.", version=2)
     put(conn, "mbbbbbbbbbb", "Alice likes tea.")
@@ -195,7 +200,7 @@ def test_forget_matches_need_every_word_and_see_old_text_only_when_purging(conn:
 
 
 def test_a_revision_worded_differently_is_still_found_by_what_its_fact_is_about(
-    conn: sqlite3.Connection,
+    conn: Tx,
 ) -> None:
     # The first version says "version"; the revision says "release". A question about the version
     # finds the lineage by its older wording and shows its head, above a newer memory that only

@@ -1,5 +1,6 @@
 """The store file: schema from named migrations, durability pragmas, a backup before migrating an
-existing store, version rows written and read back verbatim."""
+existing store, version rows written and read back verbatim (on both backends; the team store's
+schema and its checks on opening are in test_memory_pg.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from korg_bridge.recall.memory.rows import head, insert_version, lineage
 from korg_bridge.recall.memory.schema import MIGRATIONS, TABLES
 from korg_bridge.recall.memory.store import Store, default_store_path, newest_backup
 from korg_bridge.recall.migrations import migrate
+
+from ._memory import PgTarget, opened
+
+SQLITE_FILE = pytest.mark.sqlite_only("the SQLite file: its schema, pragmas, backups, corruption")
 
 
 def version(**fields: object) -> Version:
@@ -32,6 +37,7 @@ def version(**fields: object) -> Version:
     return Version(**base)  # type: ignore[arg-type]
 
 
+@SQLITE_FILE
 def test_a_blank_database_migrates_to_the_store_schema(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "blank.sqlite", isolation_level=None)
     try:
@@ -46,6 +52,7 @@ def test_a_blank_database_migrates_to_the_store_schema(tmp_path: Path) -> None:
         conn.close()
 
 
+@SQLITE_FILE
 def test_the_store_is_wal_with_full_sync_and_secure_delete(tmp_path: Path) -> None:
     with Store(tmp_path / "m.sqlite") as store:
         pragma = store.conn.execute
@@ -54,6 +61,7 @@ def test_the_store_is_wal_with_full_sync_and_secure_delete(tmp_path: Path) -> No
         assert pragma("PRAGMA secure_delete").fetchone() == (1,)
 
 
+@SQLITE_FILE
 def test_migrating_an_existing_store_takes_a_backup_first(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
@@ -80,6 +88,7 @@ def test_migrating_an_existing_store_takes_a_backup_first(tmp_path: Path) -> Non
         copy.close()
 
 
+@SQLITE_FILE
 def test_a_corrupt_store_names_its_newest_backup(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
     Store(path).close()
@@ -92,7 +101,7 @@ def test_a_corrupt_store_names_its_newest_backup(tmp_path: Path) -> None:
     assert str(tmp_path / "m.sqlite.bak-20260301T000000Z") in caught.value.message
 
 
-def test_versions_are_stored_and_read_back_verbatim(tmp_path: Path) -> None:
+def test_versions_are_stored_and_read_back_verbatim(store: Path | PgTarget) -> None:
     first = version(
         tags=["a", "b"],
         pinned=True,
@@ -104,7 +113,7 @@ def test_versions_are_stored_and_read_back_verbatim(tmp_path: Path) -> None:
     second = version(
         version=2, body="A newer body.", recorded_at="2025-02-02T00:00:00.000000Z", conflict=True
     )
-    with Store(tmp_path / "m.sqlite") as store, store.write() as conn:
+    with opened(store) as handle, handle.write() as conn:
         insert_version(conn, first)
         insert_version(conn, second)
         stored = lineage(conn, "mabcdefghij")
@@ -114,6 +123,7 @@ def test_versions_are_stored_and_read_back_verbatim(tmp_path: Path) -> None:
         assert current is not None and current.version == 2
 
 
+@pytest.mark.no_store
 def test_the_default_store_lives_under_xdg_data_home(tmp_path: Path) -> None:
     assert default_store_path({"XDG_DATA_HOME": str(tmp_path)}) == tmp_path / "korg-recall" / "memory.sqlite"
     assert default_store_path({"HOME": str(tmp_path), "XDG_DATA_HOME": "relative"}) == (
@@ -125,6 +135,7 @@ def test_the_default_store_lives_under_xdg_data_home(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.no_store
 def test_ids_are_m_and_ten_base32_characters() -> None:
     ids = {new_id() for _ in range(200)}
     assert len(ids) == 200
@@ -133,6 +144,7 @@ def test_ids_are_m_and_ten_base32_characters() -> None:
     )
 
 
+@SQLITE_FILE
 def test_backups_taken_in_the_same_second_never_replace_each_other(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
     with Store(path) as store:
@@ -143,6 +155,7 @@ def test_backups_taken_in_the_same_second_never_replace_each_other(tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir() if ".partial" in p.name) == []
 
 
+@SQLITE_FILE
 def test_finishing_an_interrupted_creation_takes_no_backup(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)

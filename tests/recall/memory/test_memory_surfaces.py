@@ -14,6 +14,8 @@ from korg_bridge.errors import ArgumentError
 from korg_bridge.recall.cli import kit as korg_recall
 from korg_bridge.toolkit import Toolkit
 
+pytestmark = pytest.mark.no_store
+
 
 def make_kit(calls: list[dict[str, Any]]) -> Toolkit:
     kit = Toolkit("demo", "1.0")
@@ -90,7 +92,7 @@ def test_korg_recall_serves_four_memory_tools_and_keeps_approval_restore_export_
     } <= served
     assert [(s.command_id, s.reason) for s in document.skipped] == [
         (f"korg-recall.{name}", "offered on the cli surface only")
-        for name in ("restore", "export", "import", "hooks.install", "hooks.uninstall")
+        for name in ("restore", "store.migrate", "export", "import", "hooks.install", "hooks.uninstall")
     ]
     memories = document.get("korg-recall.memories")
     assert memories is not None and not set(memories.properties) & {"approve", "pending", "stats"}
@@ -110,7 +112,7 @@ def test_importing_the_memory_package_pulls_in_no_heavy_module() -> None:
         "import korg_bridge.recall.memory.stats, korg_bridge.recall.memory.listing\n"
         "import korg_bridge.recall.memory.importer, korg_bridge.recall.memory.export\n"
         "import korg_bridge.recall.memory.recall_view\n"
-        "heavy = [m for m in ('numpy', 'jsonschema', 'mcp', 'fastembed') if m in sys.modules]\n"
+        "heavy = [m for m in ('numpy', 'jsonschema', 'mcp', 'fastembed', 'psycopg') if m in sys.modules]\n"
         "print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -87,6 +87,9 @@ class Figures:
     calls: dict[str, list[float]] = field(default_factory=dict)
     cpu: dict[str, list[float]] = field(default_factory=dict)
     recall_at_10: float = 0.0
+    """Of the HNSW index itself (the index path forced), against an exact scan."""
+    natural_recall_at_10: float = 0.0
+    """Of korg-recall's query as the planner runs it (which may choose the exact scan)."""
     full_k_iterative: int = 0
     full_k_plain: int = 0
     hnsw_plan: bool = False
@@ -258,11 +261,13 @@ def measure_calls(roles: Roles, workdir: Path, tenants: list[str], figures: Figu
 
 
 def measure_vectors(roles: Roles, tenants: list[str], figures: Figures) -> None:
-    """Queries near one of the tenant's topics, through korg-recall's own query (the planner's
-    choice of path), against an exact scan of the tenant's rows; and without iterative scans."""
+    """Queries near one of the tenant's topics, through korg-recall's own query: with the HNSW
+    path forced (the index itself: ``enable_sort`` off, so the b-tree-then-sort plan is out),
+    as the planner runs it, and without iterative scans; each against an exact scan of the
+    tenant's rows."""
     rng = random.Random(memory_bench.TUNE_SEED + 3)
     centers = _centers()
-    total = 0.0
+    total = natural = 0.0
     per_tenant = max(1, QUERIES // len(tenants))
     scope = "project:/srv/team/app"
     for tenant in tenants:
@@ -283,15 +288,20 @@ def measure_vectors(roles: Roles, tenants: list[str], figures: Figures) -> None:
                 started = time.perf_counter()
                 exact = nearest(tx, scope, "bench", DIM, query, 10, exact=True)
                 figures.exact_ms.append((time.perf_counter() - started) * 1000)
+                chosen = nearest(tx, scope, "bench", DIM, query, 10)
+                tx.execute("SET LOCAL enable_sort = off")  # the index path, whatever the planner prefers
                 started = time.perf_counter()
                 found = nearest(tx, scope, "bench", DIM, query, 10)
                 figures.knn_ms.append((time.perf_counter() - started) * 1000)
                 plain = nearest(tx, scope, "bench", DIM, query, 10, iterative=False)
+                tx.execute("SET LOCAL enable_sort = on")
                 truth = {memory_id for memory_id, _ in exact}
                 total += len(truth & {memory_id for memory_id, _ in found}) / max(1, len(truth))
+                natural += len(truth & {memory_id for memory_id, _ in chosen}) / max(1, len(truth))
                 figures.full_k_iterative += len(found) == 10
                 figures.full_k_plain += len(plain) == 10
     figures.recall_at_10 = total / (per_tenant * len(tenants))
+    figures.natural_recall_at_10 = natural / (per_tenant * len(tenants))
 
 
 # --- connection cost ------------------------------------------------------------------------------
@@ -400,7 +410,8 @@ def render(
     vectors = common.markdown_table(
         ["HNSW under a tenant filter", "value", "target", ""],
         [
-            ["recall@10 against an exact scan (iterative scan)", f"{figures.recall_at_10:.3f}", f">= {TARGET_RECALL_AT_10}", common.verdict(passed)],
+            ["HNSW recall@10 against an exact scan (index path forced, iterative scan)", f"{figures.recall_at_10:.3f}", f">= {TARGET_RECALL_AT_10}", common.verdict(passed)],
+            ["recall@10 of korg-recall's query as planned", f"{figures.natural_recall_at_10:.3f}", "-", "-"],
             ["queries returning all 10 rows, iterative scan", f"{figures.full_k_iterative}/{asked}", f"{asked}/{asked}", common.verdict(figures.full_k_iterative == asked)],
             ["queries returning all 10 rows, iterative scan off", f"{figures.full_k_plain}/{asked}", "-", "-"],
             ["HNSW query p50 / p95 ms", f"{_ms(figures.knn_ms, 50)} / {_ms(figures.knn_ms, 95)}", "-", "-"],

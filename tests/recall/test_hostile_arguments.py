@@ -366,10 +366,15 @@ def test_no_callable_lets_an_argument_unredact_secrets() -> None:
         assert not any("secret" in name for name in entry["input_schema"].get("properties", {})), entry
 
 
-def test_only_model_pull_may_use_the_network_and_index_no_longer_downloads(run: Run) -> None:
+def test_only_model_pull_and_store_migrate_may_use_the_network_and_index_no_longer_downloads(
+    run: Run,
+) -> None:
+    # model pull downloads a model; store migrate talks to a team store's PostgreSQL server (an
+    # operator's command, never served as a tool). Searching and indexing never reach the network.
     callables = {c["command_id"]: c for c in kit.document()["callables"]}
     assert [cid for cid, c in callables.items() if c["capabilities"]["side_effects"] == "network"] == [
-        "korg-recall.model.pull"
+        "korg-recall.model.pull",
+        "korg-recall.store.migrate",
     ]
     assert "download" not in callables["korg-recall.index"]["input_schema"]["properties"]
     code, _, err = run("index", "--download")

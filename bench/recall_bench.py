@@ -812,6 +812,15 @@ class Recall:
         self.env.pop("KORG_RECALL_ALLOW_SECRETS", None)
         # No background indexer competing with what is timed (bench/semantic_bench.py measures it).
         self.env["KORG_RECALL_BACKGROUND"] = "0"
+        # History only: no memory store, Claude Code folder or Codex home of this machine's user is
+        # searched alongside (bench/memory_bench.py measures recall with memories).
+        for name, folder in (
+            ("XDG_DATA_HOME", "data"),
+            ("CLAUDE_CONFIG_DIR", "claude"),
+            ("CODEX_HOME", "codex"),
+        ):
+            self.env[name] = str(index.parent / f"bench-{folder}")
+        self.env.pop("KORG_RECALL_STORE", None)
         script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
         self.argv = [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli"]
 

@@ -26,15 +26,17 @@ and its files are skipped with that reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from korg_bridge.recall.project import project_root
 
 __all__ = [
+    "ENV_CLAUDE_MEMORY",
     "INDEX_MAX_BYTES",
     "INDEX_MAX_LINES",
     "INDEX_NAME",
@@ -43,6 +45,7 @@ __all__ = [
     "decode_on_disk",
     "folder_matches",
     "instruction_files",
+    "may_hold_memories",
     "memory_folder",
     "project_folder",
     "projects_dir",
@@ -50,6 +53,7 @@ __all__ = [
     "slug",
 ]
 
+ENV_CLAUDE_MEMORY = "KORG_RECALL_CLAUDE_MEMORY"
 INDEX_NAME = "MEMORY.md"
 INDEX_MAX_LINES = 200
 INDEX_MAX_BYTES = 25_000
@@ -245,3 +249,30 @@ def instruction_files(env: Mapping[str, str], roots: list[str]) -> list[tuple[Pa
         for rel in ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", "AGENTS.md"):
             out.append((Path(root) / rel, f"project:{root}", root))
     return out
+
+
+def may_hold_memories(env: Mapping[str, str], scopes: Sequence[str]) -> bool:
+    """A first look, before a read loads the memory machinery: False only when there is no store
+    and nothing of Claude Code's or Codex's to take in (most ``recall`` calls of someone who never
+    remembered anything). True whenever the full look (``claude_scan``) might find something.
+    """
+    from korg_bridge.recall.memory.backend import location
+
+    where = location(env)
+    if where.path is None or where.path.exists():
+        return True
+    if env.get(ENV_CLAUDE_MEMORY, "").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    try:
+        with os.scandir(projects_dir(env)) as projects:
+            for project in projects:
+                with (
+                    contextlib.suppress(OSError),
+                    os.scandir(os.path.join(project.path, MEMORY_DIR)) as files,
+                ):
+                    if any(f.name.endswith(".md") and not f.name.startswith(".") for f in files):
+                        return True
+    except OSError:
+        pass  # no config folder: nothing there
+    roots = [scope[len("project:") :] for scope in scopes if scope.startswith("project:")]
+    return any(path.exists() or path.is_symlink() for path, _, _ in instruction_files(env, roots))

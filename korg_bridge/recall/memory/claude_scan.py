@@ -17,7 +17,12 @@ from pathlib import Path
 from korg_bridge.errors import ConfigError
 from korg_bridge.recall.memory import claude_records as records
 from korg_bridge.recall.memory.backend import Store, Tx
-from korg_bridge.recall.memory.claude_paths import instruction_files, projects_dir, resolve_folder
+from korg_bridge.recall.memory.claude_paths import (
+    ENV_CLAUDE_MEMORY,
+    instruction_files,
+    projects_dir,
+    resolve_folder,
+)
 from korg_bridge.recall.memory.claude_records import AUTO_MEMORY, INSTRUCTIONS, FolderRow
 from korg_bridge.recall.memory.scopes import Context
 
@@ -30,8 +35,6 @@ __all__ = [
     "open_for_reading",
     "reading_on",
 ]
-
-ENV_CLAUDE_MEMORY = "KORG_RECALL_CLAUDE_MEMORY"
 
 
 def reading_on(ctx: Context) -> bool:

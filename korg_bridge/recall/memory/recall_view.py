@@ -25,11 +25,12 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import KorgError
-from korg_bridge.recall.memory.safety import render_block
-from korg_bridge.recall.memory.search import MemoryHit
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.search import MemoryHit
 
 __all__ = ["MemorySection", "memory_section", "print_memory_only", "recall_memories"]
 
@@ -77,6 +78,8 @@ def _breakdown(hit: MemoryHit) -> str:
 
 
 def _block(hit: MemoryHit, now: float) -> str:
+    from korg_bridge.recall.memory.safety import render_block
+
     extra: dict[str, object] = {"score": f"{hit.score:.2f}", "breakdown": _breakdown(hit)}
     if not hit.current:
         extra["superseded"] = "true"
@@ -127,8 +130,8 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
         UsageError: a bad ``scope`` or ``as_of``.
         ConfigError, KorgError: the store cannot be used (only when ``strict``).
     """
-    from korg_bridge.recall.memory import claude_sync
     from korg_bridge.recall.memory.backend import read_with_retry
+    from korg_bridge.recall.memory.claude_paths import may_hold_memories
     from korg_bridge.recall.memory.scopes import Context
     from korg_bridge.recall.timeparse import parse_time
 
@@ -158,6 +161,10 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
         return hits
 
     try:
+        if not may_hold_memories(env, scopes):  # the usual case without memories: nothing more loads
+            return section
+        from korg_bridge.recall.memory import claude_sync
+
         opened = claude_sync.open_for_reading(ctx, scopes)  # never creates an empty store
         if opened is None:
             return section

@@ -70,12 +70,13 @@ def _ensure_vector(conn: Any, url: str, where: str) -> str:
     except KorgError:
         raise
     except Exception as exc:
-        if getattr(exc, "sqlstate", None) == "42501":
-            raise ConfigError(
-                f"this role may not create the pgvector extension in {where} ({reason_of(exc, url)}). As a "
-                "superuser run `CREATE EXTENSION vector;` in that database, then run this again."
-            ) from exc
-        raise query_error(exc, url, broken=conn.closed, writing=True) from exc
+        raise _failed(
+            exc,
+            conn,
+            url,
+            f"this role may not create the pgvector extension in {where} ({{reason}}). As a "
+            "superuser run `CREATE EXTENSION vector;` in that database, then run this again.",
+        ) from exc
 
 
 def _migrate(conn: Any, url: str, where: str) -> list[str]:
@@ -112,13 +113,22 @@ def _migrate(conn: Any, url: str, where: str) -> list[str]:
     except KorgError:
         raise
     except Exception as exc:
-        if getattr(exc, "sqlstate", None) == "42501":
-            raise ConfigError(
-                f"this role may not create korg-recall's schema in {where} ({reason_of(exc, url)}). Run it as "
-                "the database's owner, or grant this role CREATE on the database (docs/deploy.md)."
-            ) from exc
-        raise query_error(exc, url, broken=conn.closed, writing=True) from exc
+        raise _failed(
+            exc,
+            conn,
+            url,
+            f"this role may not create korg-recall's schema in {where} ({{reason}}). Run it as "
+            "the database's owner, or grant this role CREATE on the database (docs/deploy.md).",
+        ) from exc
     return done
+
+
+def _failed(exc: Exception, conn: Any, url: str, denied: str) -> KorgError:
+    """A driver error of a migration as ours: ``denied`` (with ``{reason}``) when the role lacks a
+    privilege (SQLSTATE 42501), else what :func:`query_error` makes of it."""
+    if getattr(exc, "sqlstate", None) == "42501":
+        return ConfigError(denied.replace("{reason}", reason_of(exc, url)))
+    return query_error(exc, url, broken=conn.closed, writing=True)
 
 
 def _grant(conn: Any, url: str, roles: Sequence[str]) -> list[str]:

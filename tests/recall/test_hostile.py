@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,29 +109,6 @@ def test_a_lone_surrogate_is_read_as_a_replacement_character_and_named_in_stats(
 
 
 # --- files that are not ledgers ------------------------------------------------------------------
-
-
-@pytest.fixture
-def fifo(tmp_path: Path) -> Path:
-    path = tmp_path / "pipe.jsonl"
-    os.mkfifo(path)
-    return path
-
-
-@pytest.fixture
-def unix_socket(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "sock.jsonl"
-    server = socket.socket(socket.AF_UNIX)
-    try:
-        server.bind(str(path))
-        yield path
-    finally:
-        server.close()
-
-
-@pytest.fixture
-def dev_zero() -> Path:
-    return Path("/dev/zero")
 
 
 @pytest.mark.parametrize("special", ["fifo", "dev_zero", "unix_socket"])

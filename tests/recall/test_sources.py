@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -98,29 +96,6 @@ def test_missing_sources_are_reported_apart(tmp_path: Path) -> None:
 # --- only regular files -----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fifo(tmp_path: Path) -> Path:
-    path = tmp_path / "pipe.jsonl"
-    os.mkfifo(path)
-    return path
-
-
-@pytest.fixture
-def unix_socket(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "s.jsonl"
-    server = socket.socket(socket.AF_UNIX)
-    try:
-        server.bind(str(path))
-        yield path
-    finally:
-        server.close()
-
-
-@pytest.fixture
-def dev_zero() -> Path:
-    return Path("/dev/zero")
-
-
 @pytest.mark.parametrize("special", ["fifo", "dev_zero", "unix_socket"])
 def test_a_named_source_that_is_no_regular_file_is_a_usage_error_naming_it(
     special: str, request: pytest.FixtureRequest
@@ -142,8 +117,11 @@ def test_a_folder_scan_passes_over_fifos_sockets_and_links_to_devices(
     listing = list_sources([tmp_path])
     assert listing.files == [str(tmp_path / "real.jsonl")]
     assert sorted(listing.passed_over) == sorted(
-        str(tmp_path / name)
-        for name in ("dangling.jsonl", "pipe.jsonl", "s.jsonl", "self.jsonl", "zero.jsonl")
+        [
+            str(fifo),
+            str(unix_socket),
+            *(str(tmp_path / name) for name in ("dangling.jsonl", "self.jsonl", "zero.jsonl")),
+        ]
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,3 +55,32 @@ def python_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     return env
+
+
+# --- files that are not regular files: every reader of a path a model may pick must refuse them
+# without blocking (ledgers, sources, verify) ----------------------------------------------------
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Path:
+    """A named pipe: opening it for reading blocks until a writer comes."""
+    path = tmp_path / "pipe.jsonl"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.fixture
+def unix_socket(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "sock.jsonl"
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(path))
+        yield path
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def dev_zero() -> Path:
+    """A device that never ends."""
+    return Path("/dev/zero")

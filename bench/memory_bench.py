@@ -31,7 +31,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -166,23 +165,10 @@ class Runner:
         self.env, self.cwd = dict(env), cwd
 
     def run(self, *args: str) -> tuple[float, float, str]:
-        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-            started = time.perf_counter()
-            proc = subprocess.Popen(
-                [*self.argv, *args],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                env=self.env,
-                cwd=self.cwd,
-            )
-            _, status, usage = recall_bench._wait4(proc, TIMEOUT_S)
-            wall = time.perf_counter() - started
-            err.seek(0)
-            out.seek(0)
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise RuntimeError(f"korg-recall {' '.join(args)} failed: {err.read().strip()}")
-            return wall * 1000, (usage.ru_utime + usage.ru_stime) * 1000, out.read()
+        child = recall_bench.spawn([*self.argv, *args], self.env, self.cwd, TIMEOUT_S)
+        if child.code != 0:
+            raise RuntimeError(f"korg-recall {' '.join(args)} failed: {child.err.strip()}")
+        return child.seconds * 1000, child.cpu_s * 1000, child.out
 
     def time(self, calls: Sequence[Sequence[str]], warmups: int = 2) -> Timing:
         timing = Timing()

@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -784,9 +784,9 @@ class Child:
     err: str
     seconds: float
     peak_kib: int
+    """Peak RSS (``ru_maxrss`` from ``wait4``: this child alone)."""
     cpu_s: float
     """User + system CPU of the child: unlike wall time, barely moved by other load on the machine."""
-    """Peak RSS (``ru_maxrss`` from ``wait4``: this child alone)."""
 
 
 def compile_bytecode() -> None:
@@ -825,30 +825,33 @@ class Recall:
         self.argv = [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli"]
 
     def run(self, *args: str, timeout: float = QUERY_TIMEOUT_S) -> Child:
-        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-            started = time.perf_counter()
-            proc = subprocess.Popen(
-                [*self.argv, *args],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                env=self.env,
-                cwd=common.REPO_ROOT,
-            )
-            _, status, usage = _wait4(proc, timeout)
-            seconds = time.perf_counter() - started
-            out.seek(0)
-            err.seek(0)
-            cpu = usage.ru_utime + usage.ru_stime
-            return Child(
-                os.waitstatus_to_exitcode(status), out.read(), err.read(), seconds, usage.ru_maxrss, cpu
-            )
+        return spawn([*self.argv, *args], self.env, common.REPO_ROOT, timeout)
 
     def must(self, *args: str, timeout: float = QUERY_TIMEOUT_S) -> Child:
         child = self.run(*args, timeout=timeout)
         if child.code != 0:
             raise RuntimeError(f"korg-recall {' '.join(args)} exited {child.code}: {child.err.strip()}")
         return child
+
+
+def spawn(argv: list[str], env: Mapping[str, str], cwd: Path, timeout: float) -> Child:
+    """Run ``argv`` as a fresh process (stdin ``/dev/null``) and measure it: wall time from start to
+    exit, its own CPU time and peak RSS (``wait4``), what it printed.
+
+    Raises:
+        RuntimeError: the child outlived ``timeout``.
+    """
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=dict(env), cwd=cwd
+        )
+        _, status, usage = _wait4(proc, timeout)
+        seconds = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        cpu = usage.ru_utime + usage.ru_stime
+        return Child(os.waitstatus_to_exitcode(status), out.read(), err.read(), seconds, usage.ru_maxrss, cpu)
 
 
 def _wait4(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, int, Any]:

@@ -109,6 +109,24 @@ def test_the_body_may_start_right_after_the_front_matter_and_every_link_form_is_
     )
 
 
+def test_import_takes_claude_codes_current_files_with_the_type_their_metadata_names(
+    peers: Path, claude: ClaudeHome, api: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "exported"
+    shutil.copytree(peers / REAL_FOLDER, folder)
+    imported = ok(
+        run("import", str(folder), "--scope", "user", cwd=api, env={"KORG_RECALL_CLAUDE_MEMORY": "0"})
+    )
+    assert imported["created"] == 4, imported
+    kinds = rows(store(), "SELECT title, type FROM memory ORDER BY title")
+    assert kinds == [
+        ("feedback_testing", "feedback"),
+        ("project_freeze", "project"),
+        ("reference_ci", "reference"),
+        ("user_role", "user"),
+    ]
+
+
 @pytest.fixture
 def writeback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KORG_RECALL_CLAUDE_WRITEBACK", "1")

@@ -21,8 +21,8 @@ Claude Code's memory folder of that project in line with it:
   the file korg-recall wrote (its text must go).
 
 Claude's files are not ours, so every step is refused rather than forced:
-only regular files directly in the folder (resolved once) are written, never
-through a symlink -- a ``MEMORY.md`` that is a link is refused, a name taken
+only regular files directly in the folder are written, never through a
+symlink -- a ``MEMORY.md`` that is a link is refused, a name taken
 by anything (a dangling link, a FIFO) is another name's turn; a topic file of
 the same name that korg-recall did not write is never overwritten (another
 name is chosen); a title cannot close korg-recall's block early (``<!--`` and
@@ -164,9 +164,10 @@ def topic_name(version: Version, attempt: int = 1) -> str:
 
 
 def _folder(ctx: Context, root: str) -> Path | None:
-    """The project's Claude Code memory folder, resolved once: files are written directly in it."""
-    folder = memory_folder(ctx.env, root)
-    return None if folder is None else Path(os.path.realpath(folder))
+    """The project's Claude Code memory folder, by the path the reader lists it under (a config
+    folder reached through a dotfiles link stays that path, so the reader knows our files); what
+    is written is a regular file directly in it, opened ``O_NOFOLLOW``."""
+    return memory_folder(ctx.env, root)
 
 
 def _taken(path: Path) -> bool:

@@ -141,3 +141,14 @@ def test_a_fifo_in_place_of_a_topic_file_of_ours_blocks_no_write(claude: ClaudeH
         f"{path} is not a regular file; korg-recall changes only regular files. It was not deleted."
     ]
     assert path.exists()  # not korg-recall's file any more: not deleted
+
+
+def test_a_config_folder_reached_through_a_symlink_still_knows_korg_recalls_own_files(
+    claude: ClaudeHome, shop: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dotfiles = tmp_path / "dotfiles-claude"
+    dotfiles.symlink_to(claude.root)  # ~/.claude as a dotfiles manager links it
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(dotfiles))
+    remember(shop, "The staging database resets every Monday.", "Staging resets")
+    listed = ok(run("memories", cwd=shop, timeout=BOUND))
+    assert listed["total"] == 1 and not listed["lines"][0].endswith("[claude-auto-memory]")  # type: ignore[index]

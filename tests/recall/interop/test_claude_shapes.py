@@ -6,6 +6,7 @@ what they say, written back with every byte outside korg-recall's own lines kept
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from korg_bridge.recall.memory.frontmatter import FrontMatterError, parse, set_values
 from korg_bridge.recall.memory.records import iso, parse_iso
 from korg_bridge.recall.memory.safety import age_label
 
@@ -107,6 +109,35 @@ def test_the_body_may_start_right_after_the_front_matter_and_every_link_form_is_
     assert sorted(link["dst"] for link in freeze["links"]) == sorted(
         [ids["feedback_testing"], ids["reference_ci"]]
     )
+
+
+def test_recall_and_the_brief_carry_claude_codes_current_memories(
+    peers: Path, claude: ClaudeHome, api: Path
+) -> None:
+    copy_real_folder(peers, claude, api)
+    found = ok(run("recall", "--query", "integration suite", "--kinds", "memory", "--json", cwd=api))
+    assert found["memories"][0]["title"] == "feedback_testing"
+    assert found["memories"][0]["source_kind"] == "claude-auto-memory"
+    brief = json.loads(
+        run("context", "--hook", "codex", cwd=api, timeout=60).stdout
+    )  # Codex has no auto memory
+    text = brief["hookSpecificOutput"]["additionalContext"]
+    assert all(
+        name in text for name in ("feedback_testing", "user_role", "project_freeze", "reference_ci")
+    ), text
+
+
+def test_set_values_keeps_a_bom_and_crlf_and_refuses_a_block_value() -> None:
+    text = "\ufeff---\r\nname: a\r\nmetadata:\r\n  type: user\r\ntags:\r\n  - x\r\n---\r\nbody\r\n"
+    assert set_values(text, {("name",): "b", ("metadata", "type"): "project"}, "new") == (
+        "\ufeff---\r\nname: b\r\nmetadata:\r\n  type: project\r\ntags:\r\n  - x\r\n---\r\nnew\r\n"
+    )
+    assert set_values(text, {("tags",): "y"}, "new") is None  # a list is not korg-recall's to rewrite
+    assert set_values(text, {("other", "key"): "y"}, "new") is None  # no block to add it to
+    with pytest.raises(FrontMatterError, match="nested deeper than 4 levels"):
+        parse("---\na:\n b:\n  c:\n   d:\n    e: 1\n---\n")
+    with pytest.raises(FrontMatterError, match="line 3 is not 'key: value'"):
+        parse("---\nmetadata:\n\ttype: user\n---\n")
 
 
 def test_import_takes_claude_codes_current_files_with_the_type_their_metadata_names(

@@ -163,13 +163,6 @@ def topic_name(version: Version, attempt: int = 1) -> str:
     return f"{_claude_type(version)}_{slug}{suffix}.md"
 
 
-def _folder(ctx: Context, root: str) -> Path | None:
-    """The project's Claude Code memory folder, by the path the reader lists it under (a config
-    folder reached through a dotfiles link stays that path, so the reader knows our files); what
-    is written is a regular file directly in it, opened ``O_NOFOLLOW``."""
-    return memory_folder(ctx.env, root)
-
-
 def _taken(path: Path) -> bool:
     """Whether anything is at ``path`` -- a dangling symlink included."""
     try:
@@ -246,7 +239,9 @@ def _write_topic(conn: Tx, ctx: Context, version: Version, row: FileRow | None, 
     if row is not None and row.status == "gone":
         return []  # Claude Code (or a person) deleted our file: respected, not written again
     root = version.scope.removeprefix("project:")
-    folder = _folder(ctx, root)
+    # By the path the reader lists (not resolved: a config folder reached through a dotfiles link must
+    # stay that path, or our own files would look like Claude's); links are refused file by file.
+    folder = memory_folder(ctx.env, root)
     if folder is None:
         return [
             f"{version.id}: no Claude Code folder for {root} (a path this long needs one Claude Code made)"
@@ -279,7 +274,10 @@ def _write_topic(conn: Tx, ctx: Context, version: Version, row: FileRow | None, 
                 return [
                     f"{candidate} was edited since korg-recall wrote it; left as it is (the edit is read next)"
                 ]
-            kept = rewrite_topic(snapshot.data.decode("utf-8", "replace"), version)
+            try:
+                kept = rewrite_topic(snapshot.data.decode("utf-8"), version)
+            except UnicodeDecodeError:
+                kept = None
             if kept is None:
                 return [f"{candidate}'s front matter is not in a shape korg-recall edits; left as it is"]
             data = kept.encode("utf-8")
@@ -389,7 +387,7 @@ def _block(conn: Tx, ctx: Context, scope: str, lock: Path) -> list[str]:
     from korg_bridge.recall.guarded_write import remove, replace, take
     from korg_bridge.recall.memory.claude_files import index_over_limits
 
-    folder = _folder(ctx, scope.removeprefix("project:"))
+    folder = memory_folder(ctx.env, scope.removeprefix("project:"))
     if folder is None:
         return []
     path = folder / INDEX_NAME

@@ -5,7 +5,9 @@ Claude Code; korg-recall changes them only when asked (``hooks install``,
 write-back), and then like this:
 
 1. :func:`take` reads the file whole -- through a symlink to where it really is
-   (a dotfiles manager's link stays a link), regular files only, capped -- and
+   (a dotfiles manager's link stays a link), or, with ``follow=False`` (files in
+   Claude Code's memory folder), refusing a symlink at that name, dangling or
+   not -- regular files only, without blocking on a FIFO, capped -- and
    remembers its bytes;
 2. the new bytes go to a temp file beside the target (same file system, so the
    rename is atomic), written whole, ``fsync``-ed, with the target's mode;
@@ -22,6 +24,7 @@ race left -- the same one every editor's save has.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import stat
@@ -32,7 +35,7 @@ from pathlib import Path
 from korg_bridge.durable import fsync_folder, reserve, write_all
 from korg_bridge.errors import ConfigError, KorgError
 
-__all__ = ["Changed", "Snapshot", "locked", "remove", "replace", "take"]
+__all__ = ["Changed", "Snapshot", "locked", "read_capped", "remove", "replace", "take"]
 
 
 class Changed(KorgError):
@@ -46,16 +49,30 @@ class Snapshot:
     path: Path
     data: bytes | None
     mode: int = 0o644
+    follow: bool = True
+    """False: a symlink at ``path`` is refused when read again, never written through."""
 
 
-def _read(path: Path, cap: int) -> bytes | None:
-    """Raises:
-    ConfigError: not a regular file, over ``cap``, or unreadable."""
+def read_capped(path: Path, cap: int, *, follow: bool = True) -> bytes | None:
+    """The bytes of the regular file ``path`` (None: it does not exist), read without blocking
+    (a FIFO, socket or device is refused, not opened for a read that never ends).
+
+    Raises:
+        ConfigError: not a regular file (or, with ``follow=False``, a symlink), over ``cap``, or unreadable.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if not follow and exc.errno == errno.ELOOP:
+            raise ConfigError(
+                f"{path} is a symbolic link; korg-recall writes only regular files inside {path.parent}, never "
+                "through a link."
+            ) from exc
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}. Check its permissions.") from exc
     try:
         info = os.fstat(fd)
@@ -73,19 +90,21 @@ def _read(path: Path, cap: int) -> bytes | None:
     return data
 
 
-def take(path: Path, cap: int) -> Snapshot:
-    """Read ``path`` (through symlinks) for a later guarded :func:`replace`.
+def take(path: Path, cap: int, *, follow: bool = True) -> Snapshot:
+    """Read ``path`` for a later guarded :func:`replace`: through symlinks to where the file really
+    is, or (``follow=False``) only a regular file at that very name.
 
     Raises:
-        ConfigError: it is not a regular file, is over ``cap`` bytes, or cannot be read.
+        ConfigError: it is not a regular file (or is a symlink, with ``follow=False``), is over
+            ``cap`` bytes, or cannot be read.
     """
-    target = Path(os.path.realpath(path))
-    data = _read(target, cap)
+    target = Path(os.path.realpath(path)) if follow else path
+    data = read_capped(target, cap, follow=follow)
     mode = 0o644
     if data is not None:
         with contextlib.suppress(OSError):
-            mode = stat.S_IMODE(os.stat(target).st_mode)
-    return Snapshot(target, data, mode)
+            mode = stat.S_IMODE(os.stat(target, follow_symlinks=follow).st_mode)
+    return Snapshot(target, data, mode, follow)
 
 
 @contextlib.contextmanager
@@ -103,7 +122,9 @@ def locked(lock: Path) -> Iterator[None]:
 def _unchanged(snapshot: Snapshot) -> bool:
     """Whether the file still holds what the snapshot read (absent if it was absent)."""
     try:
-        return _read(snapshot.path, len(snapshot.data or b"") + 1) == snapshot.data
+        return (
+            read_capped(snapshot.path, len(snapshot.data or b"") + 1, follow=snapshot.follow) == snapshot.data
+        )
     except ConfigError:  # grew past what was read, or became something else
         return False
 

@@ -20,8 +20,15 @@ is refused untouched; installing twice changes nothing. ``uninstall`` removes
 exactly the entry it added: when the file is still as ``install`` left it, the
 original bytes come back (or the file ``install`` created is deleted);
 otherwise only korg-recall's entry -- and the containers ``install`` created, if
-emptied -- is cut out. Nothing else of the agent's settings is ever changed (the
-auto-memory switch included).
+emptied -- is cut out; the folders ``install`` created for the file go too, if
+they are empty. Nothing else of the agent's settings is ever changed (the
+auto-memory switch included). A file JSON parsers disagree on -- a key twice in
+one object, ``NaN`` or ``Infinity`` -- is refused untouched, as is a ``hooks``
+or ``SessionStart`` of the wrong type (``null`` included).
+
+What korg-recall keeps of this (the copies, ``hooks-installed.json``) lives in
+its data folder, ``$XDG_DATA_HOME/korg-recall`` -- wherever the memory store is,
+a PostgreSQL server included: hooks have nothing to do with the store.
 """
 
 from __future__ import annotations
@@ -101,18 +108,40 @@ def _ours(hook: Any) -> bool:
     return isinstance(command, str) and "korg" in command and MARKER in command
 
 
+class _Ambiguous(ValueError):
+    """JSON that parsers read differently: korg-recall's edit could not mean one thing."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Ambiguous(f"the key {json.dumps(key)} appears twice in one object")
+        seen[key] = value
+    return seen
+
+
+def _no_constant(name: str) -> Any:
+    raise _Ambiguous(f"it holds {name}, which is not JSON")
+
+
 def _load(snapshot: Snapshot) -> tuple[str | None, dict[str, Any] | None]:
     """The file's text and object (None, None: no file).
 
     Raises:
-        ConfigError: not UTF-8 JSON, not an object, or ``hooks``/``SessionStart`` of the wrong type.
+        ConfigError: not UTF-8 JSON, JSON read differently by different parsers (a duplicate key,
+            ``NaN``), not an object, or ``hooks``/``SessionStart`` of the wrong type.
     """
     if snapshot.data is None:
         return None, None
     where = snapshot.path
     try:
         text = snapshot.data.decode("utf-8")
-        value = json.loads(text) if text.strip() else {}
+        value = (
+            json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constant) if text.strip() else {}
+        )
+    except _Ambiguous as exc:
+        raise ConfigError(f"{where}: {exc}; fix it by hand first. Nothing was changed.") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{where} is not UTF-8 text; fix it by hand first. Nothing was changed.") from None
     except RecursionError:
@@ -124,10 +153,12 @@ def _load(snapshot: Snapshot) -> tuple[str | None, dict[str, Any] | None]:
         ) from None
     if not isinstance(value, dict):
         raise ConfigError(f"{where} does not hold a JSON object; fix it by hand first. Nothing was changed.")
-    hooks = value.get("hooks")
-    if hooks is not None and not isinstance(hooks, dict):
-        raise ConfigError(f'{where}: "hooks" is not an object; fix it by hand first. Nothing was changed.')
-    if isinstance(hooks, dict) and not isinstance(hooks.get("SessionStart", []), list):
+    hooks = value.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigError(
+            f'{where}: "hooks" is {_kind(hooks)}, not an object; fix it by hand first. Nothing was changed.'
+        )
+    if not isinstance(hooks.get("SessionStart", []), list):
         raise ConfigError(
             f'{where}: "hooks.SessionStart" is not a list; fix it by hand first. Nothing was changed.'
         )
@@ -146,18 +177,66 @@ def _found(value: dict[str, Any] | None) -> list[tuple[int, int]]:
     ]
 
 
+def _kind(value: Any) -> str:
+    """How a JSON value reads in a message: ``null``, ``a list`` …"""
+    if value is None:
+        return "null"
+    return {list: "a list", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+
+
 def _data(env: Mapping[str, str]) -> Path:
+    """korg-recall's data folder (``$XDG_DATA_HOME/korg-recall``), wherever the store is."""
+    from korg_bridge.recall.memory.backend import ENV_STORE
     from korg_bridge.recall.memory.store import default_store_path
 
-    return default_store_path(env).parent
+    return default_store_path({k: v for k, v in env.items() if k != ENV_STORE}).parent
 
 
 def _state(env: Mapping[str, str]) -> dict[str, Any]:
+    from korg_bridge.recall.guarded_write import read_capped
+
     try:
-        loaded = json.loads((_data(env) / STATE_NAME).read_text("utf-8"))
-    except (OSError, ValueError):
+        loaded = json.loads(read_capped(_data(env) / STATE_NAME, SETTINGS_CAP) or b"{}")
+    except (ConfigError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its ancestors that do not exist yet (deepest first): what a write would create."""
+    missing: list[Path] = []
+    while not os.path.lexists(folder) and folder.parent != folder:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _created(folders: list[Path]) -> list[list[Any]]:
+    """``[path, device, inode]`` of each folder just created, so uninstall removes only those."""
+    made: list[list[Any]] = []
+    for folder in folders:
+        try:
+            info = os.lstat(folder)
+        except OSError:
+            continue
+        made.append([str(folder), info.st_dev, info.st_ino])
+    return made
+
+
+def _remove_created(entry: Mapping[str, Any]) -> list[str]:
+    """Remove the folders ``install`` created (deepest first) that are still those folders and empty."""
+    removed: list[str] = []
+    for item in entry.get("created_folders") or []:
+        try:
+            path, dev, ino = str(item[0]), int(item[1]), int(item[2])
+            info = os.lstat(path)
+            if (info.st_dev, info.st_ino) != (dev, ino):
+                break  # not the folder install made
+            os.rmdir(path)  # only when empty
+        except (OSError, TypeError, ValueError, IndexError):
+            break
+        removed.append(path)
+    return removed
 
 
 def _save_state(env: Mapping[str, str], state: dict[str, Any]) -> None:
@@ -247,11 +326,13 @@ def install(env: Mapping[str, str], target: Target, command: str) -> dict[str, A
         new_text, reformatted = json.dumps(expected, indent=2, ensure_ascii=False) + "\n", True
     backup = _backup(env, target, snapshot.data, "before-install") if snapshot.data is not None else None
     data = new_text.encode("utf-8")
+    missing = _missing_folders(snapshot.path.parent)
     replace(snapshot, data, lock=_data(env) / "hooks.lock")
     state = _state(env)
     state[str(snapshot.path)] = {
         "agent": target.agent, "level": target.level, "added": added, "backup": backup,
         "written_sha256": hashlib.sha256(data).hexdigest(), "installed_at": datetime.now(UTC).isoformat(),
+        "created_folders": _created(missing),
     }  # fmt: skip
     _save_state(env, state)
     result.update(status="installed", command=command, backup=backup, reformatted=reformatted)
@@ -318,7 +399,7 @@ def uninstall(env: Mapping[str, str], target: Target) -> dict[str, Any]:
     """
     import hashlib
 
-    from korg_bridge.recall.guarded_write import remove, replace, take
+    from korg_bridge.recall.guarded_write import read_capped, remove, replace, take
 
     snapshot = take(target.path, SETTINGS_CAP)
     text, value = _load(snapshot)
@@ -329,15 +410,24 @@ def uninstall(env: Mapping[str, str], target: Target) -> dict[str, Any]:
         if entry:
             state.pop(str(snapshot.path), None)
             _save_state(env, state)
+            if snapshot.data is None:
+                _remove_created(entry)
         return {**result, "status": "not installed"}
     lock = _data(env) / "hooks.lock"
     untouched = hashlib.sha256(snapshot.data).hexdigest() == entry.get("written_sha256")
     backup = _backup(env, target, snapshot.data, "before-uninstall")
+    original = (
+        read_capped(Path(entry["backup"]), SETTINGS_CAP)
+        if untouched and isinstance(entry.get("backup"), str)
+        else None
+    )
+    removed: list[str] = []
     if untouched and entry.get("added") == "file":
         remove(snapshot, lock=lock)
         status = "removed the file install created"
-    elif untouched and isinstance(entry.get("backup"), str) and os.path.isfile(entry["backup"]):
-        replace(snapshot, Path(entry["backup"]).read_bytes(), lock=lock)
+        removed = _remove_created(entry)
+    elif original is not None:
+        replace(snapshot, original, lock=lock)
         status = "restored the file as it was before install"
     else:
         new_text, expected = _without_ours(text, value, entry.get("added"))
@@ -351,7 +441,10 @@ def uninstall(env: Mapping[str, str], target: Target) -> dict[str, Any]:
         status = "removed korg-recall's hook (the file changed since install: the rest is kept)"
     state.pop(str(snapshot.path), None)
     _save_state(env, state)
-    return {**result, "status": status, "backup": backup}
+    out = {**result, "status": status, "backup": backup}
+    if removed:
+        out["removed_folders"] = removed
+    return out
 
 
 def status(env: Mapping[str, str], root: str) -> dict[str, Any]:

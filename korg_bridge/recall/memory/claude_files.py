@@ -10,9 +10,12 @@ one-line reason that ``stats`` shows. Nothing here writes.
 What a file says:
 
 * a **topic file** (``<type>_<name>.md``): front matter ``name`` (the title),
-  ``description`` (the first paragraph, unless the body holds it) and ``type``
-  (``user``/``feedback``/``project``/``reference``; anything else: ``note``),
-  then the body; ``[[wiki-links]]`` in it name other topic files;
+  ``description`` (the first paragraph, unless the body holds it) and the type
+  (``user``/``feedback``/``project``/``reference``; anything else: ``note``) --
+  in Claude Code's current shape under a ``metadata:`` block with ``node_type``,
+  ``type`` and ``modified`` (when the memory was written: its age), in the
+  older one a flat ``type:`` line -- then the body; ``[[wiki-links]]`` in it
+  (``[[name]]``, ``[[name|label]]``, ``[[name#heading]]``) name other topic files;
 * ``MEMORY.md``, the index: its lines linking topic files are left to those
   files, and korg-recall's own block is skipped; whatever else it holds (older
   folders kept facts there) is one memory, "MEMORY.md notes";
@@ -33,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from korg_bridge.recall.memory.claude_paths import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_NAME
-from korg_bridge.recall.memory.frontmatter import FrontMatterError, parse
+from korg_bridge.recall.memory.frontmatter import FrontMatterError, declared_type, parse
+from korg_bridge.recall.memory.records import iso, parse_iso
 
 __all__ = [
     "BLOCK_BEGIN",
@@ -87,6 +91,8 @@ class Part:
     body: str
     type: str
     links: list[str] = field(default_factory=list)
+    modified: str | None = None
+    """When the file says it was written (``metadata.modified``), in the store's form; None: unsaid."""
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -145,18 +151,31 @@ def wiki_links(text: str) -> list[str]:
     return found
 
 
-def _parts(title: str, body: str, kind: str, links: list[str]) -> list[Part]:
+def _parts(title: str, body: str, kind: str, links: list[str], modified: str | None = None) -> list[Part]:
     if len(body) <= SPLIT_BELOW:  # the common case, without importing the importer's splitter
-        return [Part(title, body, kind, links)]
+        return [Part(title, body, kind, links, modified)]
     from korg_bridge.recall.memory.incoming import split_body
 
     pieces = split_body(body)
     if len(pieces) == 1:
-        return [Part(title, body, kind, links)]
+        return [Part(title, body, kind, links, modified)]
     return [
-        Part(f"{title} ({n}/{len(pieces)})", piece, kind, wiki_links(piece))
+        Part(f"{title} ({n}/{len(pieces)})", piece, kind, wiki_links(piece), modified)
         for n, piece in enumerate(pieces, 1)
     ]
+
+
+def _modified(meta: dict[str, object]) -> str | None:
+    """``metadata.modified`` (or a flat ``modified``) in the store's form; None when absent or not a time."""
+    nested = meta.get("metadata")
+    raw = nested.get("modified") if isinstance(nested, dict) else None
+    raw = raw if raw is not None else meta.get("modified")
+    if not isinstance(raw, str):
+        return None
+    try:
+        return iso(parse_iso(raw.strip()))
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _topic(text: str, path: Path) -> list[Part] | Skip:
@@ -174,8 +193,9 @@ def _topic(text: str, path: Path) -> list[Part] | Skip:
     if not body:
         return Skip("empty")
     title = name.strip() or description.strip() or body.splitlines()[0].strip("# ").strip() or path.stem
-    kind = meta.get("type") if meta.get("type") in CLAUDE_TYPES else "note"
-    return _parts(title, body, str(kind), wiki_links(body))
+    declared = declared_type(meta)
+    kind = declared if declared in CLAUDE_TYPES else "note"
+    return _parts(title, body, str(kind), wiki_links(body), _modified(meta))
 
 
 def index_over_limits(text: str) -> str | None:

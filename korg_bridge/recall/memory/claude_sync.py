@@ -17,7 +17,16 @@ What is looked at:
 Each file becomes one lineage per part (:mod:`.claude_files`), written by actor
 ``claude`` with ``source.kind`` ``claude-auto-memory`` or ``instructions``: a
 *derived* memory, never merged with ours, never revised through korg-recall,
-not copied into our mirror. A changed file is a new version; a deleted file
+not copied into our mirror. A version is dated when the file says it was
+written (``metadata.modified``), else by the file's mtime -- never by when
+korg-recall happened to read it -- so its age is the memory's.
+
+Under ``KORG_RECALL_WRITES=confirm`` every new text read from these files is a
+**proposal** (pending, not recalled until a person runs ``memories --approve``):
+Claude Code writes its memory folder as the agent, and an agent can edit an
+instructions file too; korg-recall cannot tell a person's edit from an agent's,
+so none skips the approval confirm promises. A deletion still retires at once
+(kept, restorable): a copy must not outlive the file Claude Code removed. A changed file is a new version; a deleted file
 retires its memories with the reason (kept, restorable: Claude Code's own
 consolidation must not destroy the record); a file that comes back brings them
 back. ``[[wiki-links]]`` between topic files of one folder are ``wiki`` links.
@@ -33,6 +42,7 @@ the reading off; under ``KORG_RECALL_WRITES=off`` nothing is taken in either.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -55,9 +65,16 @@ from korg_bridge.recall.memory.claude_scan import (
     open_for_reading,
     reading_on,
 )
-from korg_bridge.recall.memory.records import Version, iso, new_id
-from korg_bridge.recall.memory.rows import head, insert_version, select_versions, update_head
-from korg_bridge.recall.memory.scopes import Context
+from korg_bridge.recall.memory.records import Version, iso, new_id, parse_iso
+from korg_bridge.recall.memory.rows import (
+    head,
+    insert_version,
+    pending_proposal,
+    select_versions,
+    supersede,
+    update_head,
+)
+from korg_bridge.recall.memory.scopes import ENV_WRITES, Context
 
 __all__ = ["ENV_CLAUDE_MEMORY", "READER", "anything_to_read", "open_for_reading", "reading_on", "refresh"]
 
@@ -182,7 +199,7 @@ def _one(conn: Tx, ctx: Context, place: Place, path: Path, label: str, done: _Pa
         _skip(conn, place, path, row, parts, done, read)
         return
     try:
-        ids = _apply_parts(conn, ctx, place, path, parts, row, done)
+        ids = _apply_parts(conn, ctx, place, path, parts, row, done, read.mtime_ns)
     except UsageError as exc:  # a part the caps refuse even after splitting
         _skip(conn, place, path, row, Skip(exc.message), done, read)
         return
@@ -228,6 +245,33 @@ def _source(place: Place, path: Path, number: int, total: int) -> dict[str, Any]
     return source
 
 
+def _written_at(modified: str | None, mtime_ns: int, now: float, after: str | None = None) -> float:
+    """When a file's text was written: what it says (``metadata.modified``), else its mtime; never
+    in the future, and never before the version it follows (``after``), so a lineage stays in order."""
+    when = mtime_ns / 1e9
+    if modified is not None:
+        with contextlib.suppress(ValueError, OverflowError, OSError):
+            when = parse_iso(modified)
+    when = min(when, now)
+    if after is not None:
+        with contextlib.suppress(ValueError, OverflowError, OSError):
+            when = max(when, parse_iso(after))
+    return when
+
+
+def _author(ctx: Context, when: float) -> Context:
+    """The reader writing text dated ``when``: under ``confirm`` an agent, whose writes are proposals."""
+    return dataclasses.replace(ctx, now=when, is_agent=ctx.writes == "confirm")
+
+
+def _held(path: Path, version: Version, done: _Pass) -> None:
+    done.count("proposed")
+    done.problems.append(
+        f"{path}: held for approval ({ENV_WRITES}=confirm); approve it with "
+        f"`korg-recall memories --approve {version.id}`"
+    )
+
+
 def _apply_parts(
     conn: Tx,
     ctx: Context,
@@ -236,6 +280,7 @@ def _apply_parts(
     parts: Sequence[Any],
     row: FileRow | None,
     done: _Pass,
+    mtime_ns: int,
 ) -> list[str]:
     """New lineages or versions for the parts of a changed file; retire parts it no longer has.
 
@@ -249,7 +294,6 @@ def _apply_parts(
     previous = row.ids if row is not None else []
     back = row is not None and row.status == "gone"
     what = "Claude Code's memory folder" if place.kind == AUTO_MEMORY else "an instructions file"
-    now = iso(ctx.now)
     ids: list[str] = []
     for number, part in enumerate(parts, 1):
         text = prepare_text(
@@ -259,27 +303,41 @@ def _apply_parts(
         fields = {"title": text.title, "body": text.body, "type": part.type}
         current = head(conn, previous[number - 1]) if number <= len(previous) else None
         if current is None or current.state == "purged" or current.scope != place.scope:
+            author = _author(ctx, _written_at(part.modified, mtime_ns, ctx.now))
+            at = iso(author.now)
             version = insert_version(
                 conn,
                 Version(
                     id=new_id(), version=1, scope=place.scope, type=part.type, title=text.title, body=text.body,
-                    content_hash=text.content_hash, actor=READER, recorded_at=now, trust=text.trust, source=source,
-                    provenance=[{"actor": READER, "at": now, "source": {"file": str(path)}}],
-                    reason=f"read from {what}",
+                    content_hash=text.content_hash, actor=READER, recorded_at=at, trust=text.trust, source=source,
+                    provenance=[{"actor": READER, "at": at, "source": {"file": str(path)}}],
+                    reason=f"read from {what}", state="pending" if author.holds_for_approval else "live",
                 ),
             )  # fmt: skip
             done.count("created")
-        elif all(getattr(current, name) == value for name, value in fields.items()) and not (
-            back and current.state == "retired"
-        ):
+            if author.holds_for_approval:
+                _held(path, version, done)
+            ids.append(version.id)
+            continue
+        proposal = pending_proposal(conn, current.id)
+        same = all(getattr(current, name) == value for name, value in fields.items())
+        if proposal is not None and all(getattr(proposal, name) == value for name, value in fields.items()):
+            version = proposal  # already waiting for approval
+        elif same and not (back and current.state == "retired"):
+            if proposal is not None and proposal.version != current.version:
+                # The file went back to what is live: the proposal it no longer says is withdrawn.
+                supersede(conn, current.id, current.version, iso(ctx.now), pending_only=True)
             version = current
         else:
+            author = _author(ctx, _written_at(part.modified, mtime_ns, ctx.now, current.recorded_at))
             reason = f"back in {what}" if back else f"changed in {what}"
             version = add_version(
-                conn, ctx, current, **fields, content_hash=text.content_hash, trust=text.trust, source=source,
+                conn, author, current, **fields, content_hash=text.content_hash, trust=text.trust, source=source,
                 reason=reason,
             )  # fmt: skip
             done.count("revised")
+            if author.holds_for_approval:
+                _held(path, version, done)
         ids.append(version.id)
     for stale in previous[len(parts) :]:
         _retire(conn, ctx, stale, f"no longer in {path} (the file became shorter)", done)
@@ -358,11 +416,14 @@ def _our_file_edited(conn: Tx, ctx: Context, place: Place, path: Path, row: File
         return
     if (current.title, current.body) != (text.title, text.body):
         kind = part.type if part.type != "note" else current.type
-        add_version(
-            conn, ctx, current, title=text.title, body=text.body, content_hash=text.content_hash, trust=text.trust,
-            type=kind, reason="edited in Claude Code's memory folder",
+        author = _author(ctx, _written_at(part.modified, read.mtime_ns, ctx.now, current.recorded_at))
+        version = add_version(
+            conn, author, current, title=text.title, body=text.body, content_hash=text.content_hash,
+            trust=text.trust, type=kind, reason="edited in Claude Code's memory folder",
         )  # fmt: skip
         done.count("writeback_edited")
+        if author.holds_for_approval:
+            _held(path, version, done)
     records.put_file(
         conn,
         dataclasses.replace(row, size=read.size, mtime_ns=read.mtime_ns, sha256=read.sha256, reason=None),

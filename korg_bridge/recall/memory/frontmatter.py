@@ -1,22 +1,34 @@
 """Mirror files as text: the YAML front matter korg-recall writes, and reading it back.
 
 Only the subset of YAML these files need -- ``key: value`` lines with plain or quoted
-scalars, flow (``[a, b]``) or block (``- a``) lists -- so korg-recall needs no YAML
-library on its cold path. Values are written plain only when that reads back as the
-same string; anything else is JSON-quoted (a JSON string is a YAML double-quoted scalar).
+scalars, flow (``[a, b]``) or block (``- a``) lists, and a key holding an indented block
+of such lines (Claude Code's ``metadata:`` with ``node_type``, ``type``, ``modified``) --
+so korg-recall needs no YAML library on its cold path. Values are written plain only when
+that reads back as the same string; anything else is JSON-quoted (a JSON string is a YAML
+double-quoted scalar). :func:`set_values` changes a few values of a file someone else
+wrote and keeps every other byte of it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.scopes import mirror_dir_of
 
-__all__ = ["FrontMatterError", "Parsed", "file_name", "parse", "rel_path", "render"]
+__all__ = [
+    "FrontMatterError",
+    "Parsed",
+    "declared_type",
+    "file_name",
+    "parse",
+    "rel_path",
+    "render",
+    "set_values",
+]
 
 _SLUG = re.compile(r"[^a-z0-9]+")
 _PLAIN = re.compile(r"^[A-Za-z0-9_./@+-][A-Za-z0-9 _./@+()-]*$")
@@ -24,6 +36,9 @@ _NUMERIC = re.compile(r"^[-+]?(?:\d[\d_]*)?\.?\d*(?:[eE][-+]?\d+)?$")
 _SPECIAL = frozenset({"true", "false", "null", "yes", "no", "on", "off", "~"})
 _KEY_LINE = re.compile(r"^([A-Za-z_][\w-]*)\s*:(?:\s+(.*))?$")
 _LIST_ITEM = re.compile(r"^\s*-\s+(.*)$")
+_KEY_PREFIX = re.compile(r"^[ ]*[A-Za-z_][\w-]*\s*:")
+MAX_DEPTH = 4
+"""Blocks nested deeper than this are refused (Claude Code nests one level)."""
 _FLOW_ITEM = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\'(?:[^\']|\'\')*\'|[^,]*)\s*(?:,|$)')
 
 
@@ -80,6 +95,19 @@ class Parsed:
     meta: dict[str, Any]
     body: str
     has_front_matter: bool
+    lines: dict[tuple[str, ...], int] = field(default_factory=dict)
+    """The line (0: the opening ``---``) of each key, by its path (``("metadata", "type")``)."""
+    closing: int = 0
+    """The line of the closing ``---`` (0 without front matter)."""
+
+
+def declared_type(meta: dict[str, Any]) -> Any:
+    """The ``type`` a file declares: Claude Code's ``metadata.type`` (its current shape), else
+    the flat ``type`` (its older shape and korg-recall's mirror)."""
+    nested = meta.get("metadata")
+    if isinstance(nested, dict) and nested.get("type") is not None:
+        return nested["type"]
+    return meta.get("type")
 
 
 def _value(raw: str) -> Any:
@@ -118,9 +146,56 @@ def _value(raw: str) -> Any:
     return text
 
 
+def _block(
+    entries: list[tuple[int, str]],
+    pos: int,
+    indent: int,
+    path: tuple[str, ...],
+    lines: dict[tuple[str, ...], int],
+) -> tuple[dict[str, Any], int]:
+    """The mapping whose keys sit at ``indent`` spaces from ``entries[pos]`` on, and where it ends.
+
+    Raises:
+        FrontMatterError: a line that is none of ``key: value``, ``- item``, or a nested block.
+    """
+    meta: dict[str, Any] = {}
+    last_key: str | None = None
+    while pos < len(entries):
+        number, line = entries[pos]
+        width = len(line) - len(line.lstrip(" "))
+        item = _LIST_ITEM.match(line)
+        if item and last_key is not None and (meta[last_key] is None or isinstance(meta[last_key], list)):
+            if width < indent:
+                break
+            meta[last_key] = [*(meta[last_key] or []), _value(item.group(1))]
+            pos += 1
+            continue
+        if width < indent:
+            break
+        if (
+            width > indent
+            and last_key is not None
+            and meta[last_key] is None
+            and _KEY_LINE.match(line[width:])
+        ):
+            if len(path) + 1 >= MAX_DEPTH:
+                raise FrontMatterError(f"line {number + 2} is nested deeper than {MAX_DEPTH} levels")
+            meta[last_key], pos = _block(entries, pos, width, (*path, last_key), lines)
+            continue
+        match = _KEY_LINE.match(line[indent:]) if width == indent else None
+        if match is None:
+            raise FrontMatterError(f"line {number + 2} is not 'key: value': {line[:40]!r}")
+        last_key = match.group(1)
+        meta[last_key] = _value(match.group(2) or "")
+        lines[(*path, last_key)] = number + 1
+        pos += 1
+    return meta, pos
+
+
 def parse(text: str) -> Parsed:
     """Read a mirror file: ``---`` front matter of ``key: value`` lines (flow or block lists,
-    quoted or plain scalars -- the subset of YAML these files use), then the body.
+    quoted or plain scalars, a key holding an indented block of those -- the subset of YAML
+    these files use), then the body. The body may start right after the closing ``---``.
 
     Raises:
         FrontMatterError: the front matter is not closed or a line cannot be read.
@@ -129,21 +204,62 @@ def parse(text: str) -> Parsed:
     if not text.startswith("---\n"):
         return Parsed({}, text.strip("\n"), False)
     lines = text[4:].split("\n")
-    meta: dict[str, Any] = {}
-    last_key: str | None = None
+    entries: list[tuple[int, str]] = []
     for number, line in enumerate(lines):
         if line.strip() in ("---", "..."):
+            found: dict[tuple[str, ...], int] = {}
+            meta, _ = _block(entries, 0, 0, (), found)
             body = "\n".join(lines[number + 1 :])
-            return Parsed(meta, body.strip("\n"), True)
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        item = _LIST_ITEM.match(line)
-        if item and last_key is not None and (meta[last_key] is None or isinstance(meta[last_key], list)):
-            meta[last_key] = [*(meta[last_key] or []), _value(item.group(1))]
-            continue
-        match = _KEY_LINE.match(line)
-        if match is None:
-            raise FrontMatterError(f"line {number + 2} is not 'key: value': {line[:40]!r}")
-        last_key = match.group(1)
-        meta[last_key] = _value(match.group(2) or "")
+            return Parsed(meta, body.strip("\n"), True, found, number + 1)
+        if line.strip() and not line.lstrip().startswith("#"):
+            entries.append((number, line))
     raise FrontMatterError("the front matter has no closing '---' line")
+
+
+def set_values(text: str, values: dict[tuple[str, ...], str], body: str) -> str | None:
+    """``text`` (a file with front matter) with the scalar at each key path set to its rendered
+    value and the body replaced; every other byte as it was (line ends, BOM, unknown keys, the
+    blank lines after the closing ``---``). A missing key is added to its block (a top-level one
+    before the closing line). None when a value to set is a list or a block, or a missing key's
+    block is absent: such a file is not edited.
+
+    Raises:
+        FrontMatterError: ``text`` does not parse.
+    """
+    parsed = parse(text)
+    if not parsed.has_front_matter:
+        return None
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    crlf = "\r\n" in text
+    lines = text.removeprefix("\ufeff").replace("\r\n", "\n").split("\n")
+    after = lines[parsed.closing + 1 :]
+    blank = 0
+    while blank < len(after) and not after[blank].strip() and any(rest.strip() for rest in after[blank:]):
+        blank += 1
+    head = lines[: parsed.closing]
+    inserts: list[tuple[int, str]] = []
+    for path, rendered in values.items():
+        at = parsed.lines.get(path)
+        if at is not None:
+            current: Any = parsed.meta
+            for key in path:
+                current = current[key]
+            prefix = _KEY_PREFIX.match(head[at])
+            if isinstance(current, list | dict) or prefix is None:
+                return None
+            head[at] = f"{prefix.group(0)} {rendered}"
+            continue
+        parent = path[:-1]
+        if not parent:
+            inserts.append((parsed.closing, f"{path[-1]}: {rendered}"))
+            continue
+        siblings = [line for key, line in parsed.lines.items() if key[:-1] == parent]
+        if not siblings:
+            return None
+        last = max(siblings)
+        indent = head[last][: len(head[last]) - len(head[last].lstrip(" "))]
+        inserts.append((last + 1, f"{indent}{path[-1]}: {rendered}"))
+    for at, line in sorted(inserts, key=lambda insert: insert[0], reverse=True):
+        head.insert(at, line)
+    out = "\n".join([*head, lines[parsed.closing], *[""] * blank, body.rstrip("\n"), ""])
+    return bom + (out.replace("\n", "\r\n") if crlf else out)

@@ -38,7 +38,7 @@ from typing import Any
 
 from korg_bridge.errors import ConfigError, UsageError
 from korg_bridge.recall.memory.drafts import BODY_MAX_BYTES, TAG_MAX_CHARS, TAGS_MAX
-from korg_bridge.recall.memory.frontmatter import FrontMatterError, parse
+from korg_bridge.recall.memory.frontmatter import FrontMatterError, declared_type, parse
 from korg_bridge.recall.memory.records import MEMORY_TYPES
 
 __all__ = ["MAX_FILE_BYTES", "MAX_MARKDOWN_FILES", "Batch", "Item", "read_source", "split_body"]
@@ -204,7 +204,7 @@ def _markdown(path: Path, rel: str, batch: Batch) -> None:
     if path.name == INDEX_NAME and not parsed.has_front_matter:
         batch.skipped.append(f"{where}: Claude Code's index of its memory files")
         return
-    kind = meta.get("type") if meta.get("type") in MEMORY_TYPES else "note"
+    kind = declared_type(meta) if declared_type(meta) in MEMORY_TYPES else "note"
     source: dict[str, Any] = {"import": "markdown", "file": rel}
     if ("name" in meta or "description" in meta) and "id" not in meta:
         # Claude Code's memory file: name, a one-line description, a type, then the memory.

@@ -5,8 +5,12 @@ scope (remember, revise, forget, restore, approve) is followed by bringing
 Claude Code's memory folder of that project in line with it:
 
 * a live, trusted, unexpired memory is a **topic file** ``<type>_<slug>.md``
-  with Claude Code's front matter (``name``, ``description``, ``type``; our
-  ``note`` is written as ``project``), named once and kept under that name;
+  in Claude Code's current shape (``name``, ``description``, a ``metadata:``
+  block with ``node_type: memory``, ``type`` -- our ``note`` is written as
+  ``project`` -- and ``modified``), named once and kept under that name; when
+  it is rewritten, only korg-recall's own lines change (those values and the
+  body): a shape Claude Code gave the file meanwhile (the flat ``type:``, keys
+  such as ``originSessionId``) stays byte for byte;
 * ``MEMORY.md`` gets a **block** between ``<!-- korg-recall:begin -->`` and
   ``<!-- korg-recall:end -->`` with one index line per such memory (pinned
   first, then newest), holding only as many lines as keep the whole file within
@@ -17,8 +21,12 @@ Claude Code's memory folder of that project in line with it:
   the file korg-recall wrote (its text must go).
 
 Claude's files are not ours, so every step is refused rather than forced:
-a topic file of the same name that korg-recall did not write is never
-overwritten (another name is chosen); a file of ours edited since korg-recall
+only regular files directly in the folder are written, never through a
+symlink -- a ``MEMORY.md`` that is a link is refused, a name taken
+by anything (a dangling link, a FIFO) is another name's turn; a topic file of
+the same name that korg-recall did not write is never overwritten (another
+name is chosen); a title cannot close korg-recall's block early (``<!--`` and
+``-->`` in a line are written as entities); a file of ours edited since korg-recall
 wrote it is left as it is (the next read takes the edit in as a version); a
 block edited by hand, damaged markers, a ``MEMORY.md`` already over Claude
 Code's limits or changed while being written (:mod:`korg_bridge.recall.guarded_write`)
@@ -35,6 +43,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,17 +54,28 @@ from korg_bridge.recall.memory.backend import Store, Tx
 from korg_bridge.recall.memory.claude_files import BLOCK_BEGIN, BLOCK_END, CLAUDE_TYPES, outside_block
 from korg_bridge.recall.memory.claude_paths import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_NAME, memory_folder
 from korg_bridge.recall.memory.claude_records import WRITEBACK, FileRow
+from korg_bridge.recall.memory.frontmatter import FrontMatterError, parse, set_values
 from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.rows import head
 from korg_bridge.recall.memory.scopes import Context
 
-__all__ = ["ARCHIVE", "ENV_WRITEBACK", "after_write", "enabled", "render_topic", "topic_name"]
+__all__ = [
+    "ARCHIVE",
+    "ENV_WRITEBACK",
+    "after_write",
+    "enabled",
+    "render_topic",
+    "rewrite_topic",
+    "topic_name",
+]
 
 ENV_WRITEBACK = "KORG_RECALL_CLAUDE_WRITEBACK"
 ARCHIVE = ".korg-recall-archive"
 LOCK_NAME = "claude-writeback.lock"
 INDEX_CAP = 1024 * 1024
 """A MEMORY.md larger than this is not read for write-back (it is far over what Claude Code loads)."""
+TOPIC_CAP = 256 * 1024
+"""A topic file larger than this is not korg-recall's (it writes a memory of at most 8 KB)."""
 DESCRIPTION_CHARS = 150
 NAMES_TRIED = 100
 
@@ -89,15 +109,51 @@ def _claude_type(version: Version) -> str:
     return version.type if version.type in CLAUDE_TYPES else "project"
 
 
+def _modified(version: Version) -> str:
+    """``recorded_at`` as Claude Code writes ``modified``: milliseconds, ``Z``."""
+    return version.recorded_at[:23] + "Z" if len(version.recorded_at) >= 23 else version.recorded_at
+
+
 def render_topic(version: Version) -> str:
-    """A topic file as Claude Code writes them: ``name``, ``description``, ``type``, then the memory."""
+    """A topic file as Claude Code writes them today: ``name``, ``description``, a ``metadata:``
+    block (``node_type``, ``type``, ``modified``), then the memory."""
     return (
         "---\n"
         f"name: {json.dumps(version.title, ensure_ascii=False)}\n"
         f"description: {json.dumps(_description(version), ensure_ascii=False)}\n"
-        f"type: {_claude_type(version)}\n"
+        "metadata:\n"
+        "  node_type: memory\n"
+        f"  type: {_claude_type(version)}\n"
+        f"  modified: {_modified(version)}\n"
         "---\n" + version.body.rstrip("\n") + "\n"
     )
+
+
+def rewrite_topic(text: str, version: Version) -> str | None:
+    """``text`` -- a topic file of ours, maybe reshaped by Claude Code since -- with korg-recall's
+    own lines set to ``version``: ``name``, ``description``, the type (``metadata.type`` and/or a
+    flat ``type``), ``metadata.modified`` when the file has one, and the body. Every other byte
+    stays. None when the file is not in a shape this can edit (it is then left as it is).
+    """
+    try:
+        meta = parse(text).meta
+    except FrontMatterError:
+        return None
+    nested = meta.get("metadata")
+    values: dict[tuple[str, ...], str] = {
+        ("name",): json.dumps(version.title, ensure_ascii=False),
+        ("description",): json.dumps(_description(version), ensure_ascii=False),
+    }
+    if isinstance(nested, dict):
+        values[("metadata", "type")] = _claude_type(version)
+        if "modified" in nested:
+            values[("metadata", "modified")] = _modified(version)
+    if "type" in meta or not isinstance(nested, dict):
+        values[("type",)] = _claude_type(version)
+    try:
+        return set_values(text, values, version.body)
+    except FrontMatterError:  # pragma: no cover - parsed above
+        return None
 
 
 def topic_name(version: Version, attempt: int = 1) -> str:
@@ -105,6 +161,22 @@ def topic_name(version: Version, attempt: int = 1) -> str:
     slug = _SLUG.sub("_", version.title.lower()).strip("_")[:40].strip("_") or "memory"
     suffix = "" if attempt == 1 else f"_{attempt}"
     return f"{_claude_type(version)}_{slug}{suffix}.md"
+
+
+def _taken(path: Path) -> bool:
+    """Whether anything is at ``path`` -- a dangling symlink included."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _no_markers(line: str) -> str:
+    """``line`` unable to open or close an HTML comment -- and so a korg-recall block marker."""
+    return line.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
 
 
 def _sha(data: bytes | None) -> str:
@@ -167,6 +239,8 @@ def _write_topic(conn: Tx, ctx: Context, version: Version, row: FileRow | None, 
     if row is not None and row.status == "gone":
         return []  # Claude Code (or a person) deleted our file: respected, not written again
     root = version.scope.removeprefix("project:")
+    # By the path the reader lists (not resolved: a config folder reached through a dotfiles link must
+    # stay that path, or our own files would look like Claude's); links are refused file by file.
     folder = memory_folder(ctx.env, root)
     if folder is None:
         return [
@@ -174,12 +248,17 @@ def _write_topic(conn: Tx, ctx: Context, version: Version, row: FileRow | None, 
         ]
     data = render_topic(version).encode("utf-8")
     path = Path(row.path) if row is not None and row.status in ("ours", "archived") else None
-    if path is not None and row is not None and row.status == "archived" and path.exists():
+    if path is not None and row is not None and row.status == "archived" and _taken(path):
         path = None  # its old name was taken meanwhile
     for attempt in range(1, NAMES_TRIED + 1):
         candidate = path or folder / topic_name(version, attempt)
-        snapshot = take(candidate, 256 * 1024)
         mine = row is not None and str(candidate) == row.path
+        try:
+            snapshot = take(candidate, TOPIC_CAP, follow=False)
+        except KorgError as exc:  # a symlink, a FIFO, a folder … at that name
+            if mine or path is not None:
+                return [f"{exc.message} It was left as it is."]
+            continue  # not korg-recall's: another name
         if snapshot.data is not None and not mine:
             if path is not None:
                 return [f"{candidate} is not korg-recall's file any more; left as it is"]
@@ -195,6 +274,13 @@ def _write_topic(conn: Tx, ctx: Context, version: Version, row: FileRow | None, 
                 return [
                     f"{candidate} was edited since korg-recall wrote it; left as it is (the edit is read next)"
                 ]
+            try:
+                kept = rewrite_topic(snapshot.data.decode("utf-8"), version)
+            except UnicodeDecodeError:
+                kept = None
+            if kept is None:
+                return [f"{candidate}'s front matter is not in a shape korg-recall edits; left as it is"]
+            data = kept.encode("utf-8")
             if snapshot.data == data:
                 return []
         try:
@@ -220,23 +306,27 @@ def _write_topic(conn: Tx, ctx: Context, version: Version, row: FileRow | None, 
 def _archive(conn: Tx, row: FileRow, lock: Path) -> list[str]:
     """Move a topic file of ours into ``.korg-recall-archive/`` (only while it is what we wrote)."""
     from korg_bridge.durable import fsync_folder, reserve
-    from korg_bridge.recall.guarded_write import locked
+    from korg_bridge.recall.guarded_write import locked, read_capped
 
     path = Path(row.path)
     archive = path.parent / ARCHIVE
     try:
         with locked(lock):
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
+            data = read_capped(path, TOPIC_CAP, follow=False)
+            if data is None:
                 records.put_file(conn, _replace(row, status="archived", reason="already gone"))
                 return []
             if _sha(data) != row.sha256:
                 return [f"{path} was edited since korg-recall wrote it; not archived"]
-            archive.mkdir(exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                archive.mkdir()
+            if not stat.S_ISDIR(os.lstat(archive).st_mode):  # a link out of the folder is never followed
+                return [f"{archive} is not a folder (a symlink?); {path} was not archived"]
             target = reserve(archive / path.name, mode=0o644)
             os.replace(path, target)  # over our own empty reservation, in the same folder tree
         fsync_folder(path.parent)
+    except KorgError as exc:
+        return [f"{exc.message} It was not archived."]
     except OSError as exc:
         return [f"cannot archive {path}: {exc.strerror or exc}"]
     records.put_file(conn, _replace(row, status="archived", reason=f"moved to {target}"))
@@ -245,25 +335,25 @@ def _archive(conn: Tx, row: FileRow, lock: Path) -> list[str]:
 
 def _delete(conn: Tx, row: FileRow, lock: Path) -> list[str]:
     """A purged memory's topic file: deleted when it is still what korg-recall wrote."""
-    from korg_bridge.recall.guarded_write import Changed, Snapshot, remove
+    from korg_bridge.recall.guarded_write import Changed, read_capped, remove, take
 
     path = Path(row.path)
     if row.status == "ours":
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            data = None
-        if data is not None:
-            if _sha(data) != row.sha256:
+            snapshot = take(path, TOPIC_CAP, follow=False)
+        except KorgError as exc:
+            return [f"{exc.message} It was not deleted."]
+        if snapshot.data is not None:
+            if _sha(snapshot.data) != row.sha256:
                 return [f"{path} was edited since korg-recall wrote it; not deleted (delete it yourself)"]
             try:
-                remove(Snapshot(path, data), lock=lock)
+                remove(snapshot, lock=lock)
             except (Changed, KorgError) as exc:
                 return [exc.message]
     elif row.status == "archived" and row.reason and row.reason.startswith("moved to "):
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, KorgError):
             archived = Path(row.reason.removeprefix("moved to "))
-            if _sha(archived.read_bytes()) == row.sha256:
+            if _sha(read_capped(archived, TOPIC_CAP, follow=False)) == row.sha256:
                 archived.unlink()
     records.drop_file(conn, row.path)
     return []
@@ -284,8 +374,8 @@ def _lines(conn: Tx, scope: str) -> list[str]:
         current = head(conn, row.ids[0])
         if current is None or current.state != "live":
             continue
-        title = current.title.replace("[", "(").replace("]", ")")
-        line = f"- [{title}]({Path(row.path).name}) — {_description(current)}"
+        title = " ".join(current.title.replace("[", "(").replace("]", ")").split())
+        line = _no_markers(f"- [{title}]({Path(row.path).name}) — {_description(current)}")
         entries.append((current.pinned, current.recorded_at, line))
     entries.sort(key=lambda entry: entry[1], reverse=True)  # newest first …
     entries.sort(key=lambda entry: not entry[0])  # … pinned before the rest (a stable sort)
@@ -302,7 +392,7 @@ def _block(conn: Tx, ctx: Context, scope: str, lock: Path) -> list[str]:
         return []
     path = folder / INDEX_NAME
     try:
-        snapshot = take(path, INDEX_CAP)
+        snapshot = take(path, INDEX_CAP, follow=False)
         text = (snapshot.data or b"").decode("utf-8")
     except (KorgError, UnicodeDecodeError) as exc:
         reason = exc.message if isinstance(exc, KorgError) else "not UTF-8 text"

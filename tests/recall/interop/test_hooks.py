@@ -13,7 +13,7 @@ import pytest
 
 from korg_bridge.recall.guarded_write import Changed, replace, take
 
-from ._claude import ClaudeHome, answer, call, git_repo
+from ._claude import ClaudeHome, answer, call, failed, git_repo, ok, run
 
 SETTINGS = """{
     "permissions": {
@@ -161,7 +161,7 @@ def test_an_unparseable_settings_file_is_refused_untouched(
     assert status["installed"] is False and "cannot parse" in status["error"]
     path.write_text('{"hooks": []}')
     code, _, err = call(capsys, "hooks", "install")
-    assert code == 3 and '"hooks" is not an object' in err
+    assert code == 3 and '"hooks" is a list, not an object' in err
 
 
 def test_a_symlinked_settings_file_stays_a_symlink(
@@ -231,3 +231,76 @@ def test_a_file_changed_since_it_was_read_is_not_replaced(tmp_path: Path) -> Non
     fresh = take(path, 1 << 20)
     replace(fresh, b"new\n", lock=tmp_path / "lock")
     assert path.read_bytes() == b"new\n"
+
+
+# --- through the real CLI: a team store, settings parsers disagree on, folders install made ------
+
+
+def hooks_cli(shop: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return run("hooks", *argv, cwd=shop, env=env)
+
+
+def test_hooks_work_with_a_postgresql_store(claude: ClaudeHome, shop: Path) -> None:
+    team = {
+        "KORG_RECALL_STORE": "postgresql://korg@127.0.0.1:1/team"
+    }  # never connected to: hooks need no store
+    installed = ok(hooks_cli(shop, "install", **team))
+    assert installed["status"] == "installed" and ours(
+        json.loads((claude.root / "settings.json").read_text())
+    )
+    data = Path(os.environ["HOME"]) / ".local" / "share" / "korg-recall"
+    assert (data / "hooks-installed.json").is_file()
+    assert ok(hooks_cli(shop, "status", **team))["hooks"][0]["installed"] is True
+    assert ok(hooks_cli(shop, "uninstall", **team))["status"] == "removed the file install created"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"hooks": null}', '"hooks" is null, not an object'),
+        ('{"hooks": {"SessionStart": null}}', '"hooks.SessionStart" is not a list'),
+        ('{"model": "opus", "cost": NaN}', "it holds NaN, which is not JSON"),
+        ('{"hooks": {"Stop": [], "Stop": [{"hooks": []}]}}', 'the key "Stop" appears twice in one object'),
+        ('{"hooks": {}, "hooks": {"Stop": []}}', 'the key "hooks" appears twice in one object'),
+    ],
+)
+def test_a_settings_file_korg_recall_cannot_edit_safely_exits_3_naming_the_problem(
+    claude: ClaudeHome, shop: Path, text: str, problem: str
+) -> None:
+    path = claude.root / "settings.json"
+    path.write_text(text)
+    line = failed(hooks_cli(shop, "install"), 3, problem)
+    assert line == f"korg-recall: error: {path}: {problem}; fix it by hand first. Nothing was changed."
+    assert path.read_text() == text
+    assert not (Path(os.environ["HOME"]) / ".local/share/korg-recall/hook-backups").exists()
+
+
+def test_uninstall_removes_the_empty_folders_install_created_and_only_those(
+    claude: ClaudeHome, shop: Path, tmp_path: Path
+) -> None:
+    assert not (shop / ".claude").exists()
+    ok(hooks_cli(shop, "install", "--project"))
+    removed = ok(hooks_cli(shop, "uninstall", "--project"))
+    assert removed["removed_folders"] == [str(shop / ".claude")]
+    assert not (shop / ".claude").exists()
+    codex = tmp_path / "new" / "codex-home"  # two folders made for the user's hooks.json
+    ok(hooks_cli(shop, "install", "--codex", CODEX_HOME=str(codex)))
+    assert ok(hooks_cli(shop, "uninstall", "--codex", CODEX_HOME=str(codex)))["removed_folders"] == [
+        str(codex),
+        str(codex.parent),
+    ]
+    assert not codex.parent.exists() and tmp_path.is_dir()
+
+
+def test_uninstall_keeps_a_folder_install_created_once_something_else_is_in_it(
+    claude: ClaudeHome, shop: Path
+) -> None:
+    ok(hooks_cli(shop, "install", "--project"))
+    (shop / ".claude" / "commands").mkdir()  # the user added something beside settings.json
+    removed = ok(hooks_cli(shop, "uninstall", "--project"))
+    assert "removed_folders" not in removed
+    assert (shop / ".claude" / "commands").is_dir() and not (shop / ".claude" / "settings.json").exists()
+    existing = claude.root  # existed before install: never removed
+    ok(hooks_cli(shop, "install"))
+    assert "removed_folders" not in ok(hooks_cli(shop, "uninstall"))
+    assert existing.is_dir()

@@ -56,9 +56,12 @@ def test_remember_writes_a_topic_file_and_a_block_line_and_nothing_else(
     )
     assert made["checks"]["claude_writeback"] == "up to date"  # type: ignore[index]
     topic_file = memory / "feedback_deploy_approvals.md"
+    recorded = rows(store_file(Path(os.environ["HOME"])), "SELECT recorded_at FROM memory")[0][0]
+    # Claude Code's current shape:
     assert topic_file.read_text() == (
         '---\nname: "Deploy approvals"\ndescription: "Deploys need two approvals from the platform team."\n'
-        "type: feedback\n---\nDeploys need two approvals from the platform team.\n"
+        f"metadata:\n  node_type: memory\n  type: feedback\n  modified: {recorded[:23]}Z\n---\n"
+        "Deploys need two approvals from the platform team.\n"
     )
     index = (memory / "MEMORY.md").read_text()
     assert without_block(index) == CLAUDES_INDEX  # the rest of MEMORY.md is byte-identical

@@ -26,7 +26,7 @@ from .discovery import DEFAULT_DISCOVERY_TIMEOUT, discover
 from .errors import UsageError
 from .invocation import DEFAULT_CALL_TIMEOUT
 from .policy import ENV_VAR, Policy
-from .toolkit import USER_INTERRUPT, run_guarded, usage_error
+from .toolkit import USER_INTERRUPT, _unknown_words, run_guarded, usage_error
 from .toolnames import NAME_STYLES
 
 if TYPE_CHECKING:
@@ -75,10 +75,20 @@ def _rate(text: str) -> Rate:
 
 class _Parser(argparse.ArgumentParser):
     """argparse that raises a one-line :class:`UsageError` instead of printing its usage block:
-    the README promises one error line, and an MCP client shows users only that."""
+    the README promises one error line, and an MCP client shows users only that. An unknown
+    flag is named with the one it most looks like (``--alow``: did you mean --allow?), as
+    korg-recall's are (:mod:`korg_bridge.toolkit`)."""
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith(_UNRECOGNIZED):
+            known = [flag for action in self._actions for flag in action.option_strings]
+            problems = _unknown_words(message.removeprefix(_UNRECOGNIZED).split(), known)
+            raise UsageError(f"{'; '.join(problems)}. See '{self.prog} --help'.")
         raise usage_error(self.prog, message)
+
+
+_UNRECOGNIZED = "unrecognized arguments: "
+"""How argparse begins the error for words it could not place."""
 
 
 def build_parser() -> argparse.ArgumentParser:

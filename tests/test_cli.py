@@ -392,12 +392,11 @@ def test_list_tools_shows_allowed_denied_and_skipped_with_reasons(capsys: pytest
 def test_list_tools_policy_line_follows_the_environment(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KORG_INTROSPECT_MCP_ALLOW", " Network , bogus")
-    code, out, err = _main(capsys, str(THUMP), "--list-tools")
+    monkeypatch.setenv("KORG_INTROSPECT_MCP_ALLOW", " Network ")
+    code, out, _ = _main(capsys, str(THUMP), "--list-tools")
     assert code == 0
     assert "policy: allowed side effects: none, fs_read, network (KORG_INTROSPECT_MCP_ALLOW)" in out
     assert _table_rows(out)["thump.fetch"] == "ok"
-    assert "ignoring unknown KORG_INTROSPECT_MCP_ALLOW token 'bogus'" in err
 
 
 def test_list_tools_allow_all_still_refuses_a_session(

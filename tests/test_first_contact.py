@@ -93,6 +93,32 @@ def test_an_unknown_flag_is_one_line_and_exit_2() -> None:
     assert run.stdout == ""
 
 
+def test_a_mistyped_flag_is_named_with_the_flag_it_meant() -> None:
+    run = bridge(str(THUMP), "--alow", "fs_write")
+    assert run.returncode == 2
+    assert one_error_line(run.stderr) == (
+        "korg-bridge: error: unknown option --alow (did you mean --allow?). See 'korg-bridge --help'."
+    )
+
+
+@pytest.mark.parametrize("mode", [[], ["--list-tools"]], ids=["server", "list-tools"])
+def test_an_unknown_allow_value_stops_the_bridge_with_exit_2(mode: list[str]) -> None:
+    run = bridge(str(THUMP), *mode, "--allow", "fs_writ")
+    assert run.returncode == 2 and run.stdout == ""
+    line = one_error_line(run.stderr)
+    assert '--allow has an unknown value "fs_writ" (did you mean fs_write?)' in line
+    assert "fs_write, network, ledger_write, or all" in line
+    assert "WARNING" not in run.stderr
+
+
+def test_an_unknown_value_of_the_allow_variable_is_a_config_error_exit_3() -> None:
+    run = bridge(str(THUMP), "--list-tools", env={"KORG_INTROSPECT_MCP_ALLOW": "network,fs-write"})
+    assert run.returncode == 3
+    assert 'KORG_INTROSPECT_MCP_ALLOW has an unknown value "fs-write" (did you mean fs_write?)' in (
+        one_error_line(run.stderr)
+    )
+
+
 @pytest.mark.skipif(shutil.which("ls") is None, reason="needs ls on PATH")
 def test_a_binary_that_is_not_introspect_aware_is_named_as_such_with_exit_3() -> None:
     run = bridge("ls", "--list-tools")

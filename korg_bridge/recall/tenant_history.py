@@ -208,13 +208,14 @@ def history_of(env: Mapping[str, str]) -> TenantHistory | None:
         ConfigError: the operator's file cannot be used (see :func:`parse_grants`), a malformed
             tenant name, or a store URL of an unknown scheme.
     """
+    from korg_bridge.recall.memory.tenancy import tenant_from, walled
+
+    if not walled(env):  # the common case: before importing anything more (a recall's cold start)
+        return None
     from korg_bridge.identity import ENV_AUDIT
     from korg_bridge.recall.memory.backend import ENV_STORE, location
     from korg_bridge.recall.memory.oplog import OPLOG_NAME
-    from korg_bridge.recall.memory.tenancy import tenant_from, walled
 
-    if not walled(env):
-        return None
     tenant = tenant_from(env)
     config = env.get(ENV_TENANT_LEDGERS, "").strip() or None
     grants = _load(config) if config else []

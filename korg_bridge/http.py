@@ -237,7 +237,8 @@ class _Stopper:
             self._traffic.cut_all()
             return
         self._draining = True
-        log.warning(
+        # Asked to stop (Ctrl-C, a supervisor's SIGTERM): news, not a warning. Cutting requests is one.
+        log.info(
             "%s: stopping; waiting up to %gs for %d request(s)", why, self._grace, self._traffic.requests
         )
         self._web.should_exit = True

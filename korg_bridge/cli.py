@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_rate,
         metavar="N/s",
         help="with --http: requests each token may make, N per second (N/s), minute (N/m) or hour (N/h); "
-        "bursts of up to N; beyond it HTTP 429 with Retry-After",
+        "bursts of up to N (at least 4, a session's start); beyond it HTTP 429 with Retry-After",
     )
     parser.add_argument(
         "--max-calls-per-token",

@@ -123,8 +123,9 @@ def test_each_tenant_has_its_own_sqlite_store_beside_the_shared_one(tmp_path: Pa
     env = {"KORG_RECALL_STORE": str(tmp_path / "memory.sqlite")}
     acme = location({**env, "KORG_BRIDGE_TRANSPORT": "http", "KORG_BRIDGE_TENANT": "acme"}).path
     shared = location({**env, "KORG_BRIDGE_TRANSPORT": "http", "KORG_RECALL_TENANT": "acme"}).path
+    named = location({**env, "KORG_RECALL_TENANT": "acme"}).path  # a team store's tenant, at a terminal
     assert acme == tmp_path / "tenants" / "acme" / "memory.sqlite"
-    assert shared == tmp_path / "memory.sqlite"
+    assert shared == named == tmp_path / "memory.sqlite"
 
 
 # --- the operator's file ---------------------------------------------------------------------------

@@ -40,6 +40,7 @@ THEIRS = {
     "ZEBRA-7731": "globex's history",
     "WALRUS-5521": "globex's memory (and the audit ledger, which recorded its remember)",
     "OTTER-4410": "the server's own history (its ~/.claude and ~/.korg)",
+    "MARMOT-3303": "the server user's Claude Code memory and a CLAUDE.md in globex's folder",
 }
 OURS_HISTORY, OURS_MEMORY = "LLAMA-1001", "HERON-2002"
 
@@ -77,6 +78,13 @@ def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Site]:
     _ledger(history / "globex" / "g.jsonl", "globex launch code is ZEBRA-7731")
     _ledger(home / ".korg" / "sessions" / "s.jsonl", "the server admin password hint is OTTER-4410")
     _ledger(home / ".claude" / "projects" / "-srv-app" / "t.jsonl", "server session OTTER-4410")
+    claude_memory = home / ".claude" / "projects" / "-srv-app" / "memory"
+    claude_memory.mkdir()
+    (claude_memory / "deploy.md").write_text(
+        "---\nname: deploy\ndescription: how we deploy\ntype: project\n---\nThe deploy key is MARMOT-3303.\n"
+    )
+    (claude_memory / "MEMORY.md").write_text("- [deploy](deploy.md): how we deploy\n")
+    (history / "globex" / "CLAUDE.md").write_text("# globex\nThe signing secret is MARMOT-3303.\n")
     audit = tmp_path / "var" / "audit.jsonl"
     audit.parent.mkdir()
     (history / "acme" / "escape.jsonl").symlink_to(history / "globex" / "g.jsonl")
@@ -203,7 +211,11 @@ async def attack(connected: Any, site: Site) -> None:
             tg.start_soon(one, "verify", {"path": own, "anchors": value})
         for ref in range(1, 40):  # every event of the shared index, by its ref
             tg.start_soon(one, "show", {"ref": f"e{ref}", "context": 5})
+    globex = f"project:{site.root / 'history' / 'globex'}"
     for tool, arguments in [
+        ("memories", {"scope": globex, "budget_tokens": 20000}),
+        ("recall", {"query": "deploy key signing secret", "scope": globex, "kinds": ["memory"]}),
+        ("context", {"project": str(site.root / "history" / "globex")}),
         ("recall", {"query": "code password session hint launch wifi tag", "top_n": 50, "json": True}),
         ("recall", {"query": "globex", "mode": "substring", "top_n": 50, "kinds": ["history"]}),
         ("memories", {"budget_tokens": 20000}),

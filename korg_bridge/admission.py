@@ -25,14 +25,20 @@ with three additions (:class:`GuardedH11Protocol`):
 
 And at start, :func:`raise_file_limit` lifts the soft open-file limit to
 the hard one, so the cap, not the descriptor table, is what runs out first.
+When the table runs out all the same (authorised connections are not capped,
+and a low hard limit leaves little room), asyncio's accept loop reports every
+refused ``accept()`` as an error with a traceback, many a second;
+:class:`AcceptErrors` says it once per flood, as one warning line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import resource
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -62,6 +68,12 @@ in containers) that takes them minutes."""
 
 TRUST = "korg.admission.trust"
 """Scope key of a callable that marks the request's connection as authorised."""
+
+FLOOD_QUIET = 30.0
+"""Seconds without a refused ``accept()`` after which the next one starts a new flood (a new warning)."""
+
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+"""What asyncio's accept loop survives by waiting: the errors it reports as "out of system resource"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +215,10 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         log.debug("closing connection from %s: %s", self.client, why)
+        if self.cycle is not None and not self.cycle.response_complete:
+            # A request read but not yet past the gate: what connection_lost will say anyway, said
+            # now, so the app's answer goes nowhere instead of into a closed h11 connection (an error).
+            self.cycle.disconnected = True
         with contextlib.suppress(h11.LocalProtocolError):
             self.conn.send(h11.ConnectionClosed())
         self.transport.close()
@@ -218,3 +234,62 @@ def trust_connection(scope: Any) -> None:
     trusted: Callable[[], None] | None = scope.get(TRUST)
     if trusted is not None:
         trusted()
+
+
+class AcceptErrors:
+    """An asyncio exception handler (``loop.set_exception_handler``) that turns the accept loop's
+    "out of system resource" reports (a traceback each, many a second while it lasts) into one
+    warning per flood; every other report goes to ``fallback`` (None: asyncio's default).
+
+    The loop itself keeps waiting and accepting again, and the connections queued meanwhile get
+    in as others close: there is nothing to do but say so, once.
+    """
+
+    def __init__(
+        self,
+        file_limit: int,
+        fallback: Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.file_limit = file_limit
+        self._fallback = fallback
+        self._clock = clock
+        self._last: float | None = None
+        self.refused = 0
+        """Accepts refused so far (a flood's size, for tests and ``--debug``)."""
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        message = str(context.get("message", ""))
+        if (
+            isinstance(exc, OSError)
+            and exc.errno in _OUT_OF_RESOURCES
+            and message.startswith("socket.accept()")
+        ):
+            self._note(exc)
+            return
+        if isinstance(exc, ValueError) and self.refused and "._start_serving(" in message:
+            # Each refused accept also scheduled a retry of the whole accept loop (CPython 3.11 goes
+            # on to the next of `backlog` attempts, thousands, instead of stopping); those that fire
+            # after the listening socket closed find no descriptor. Nothing is lost.
+            log.debug("a retry of accept() after the server closed: %s", exc)
+            return
+        if self._fallback is not None:
+            self._fallback(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    def _note(self, exc: OSError) -> None:
+        now = self._clock()
+        self.refused += 1
+        if self._last is None or now - self._last > FLOOD_QUIET:
+            log.warning(
+                "cannot accept more connections: %s (the open-file limit is %d); new ones wait until "
+                "others close. If this is not a flood, raise the limit (ulimit -n, systemd LimitNOFILE=).",
+                exc.strerror or exc,
+                self.file_limit,
+            )
+        else:
+            log.debug("accept refused again (%d so far): %s", self.refused, exc.strerror or exc)
+        self._last = now

@@ -26,7 +26,7 @@ from .discovery import DEFAULT_DISCOVERY_TIMEOUT, discover
 from .errors import UsageError
 from .invocation import DEFAULT_CALL_TIMEOUT
 from .policy import ENV_VAR, Policy
-from .toolkit import USER_INTERRUPT, run_guarded, usage_error
+from .toolkit import USER_INTERRUPT, _unknown_words, run_guarded, usage_error
 from .toolnames import NAME_STYLES
 
 if TYPE_CHECKING:
@@ -75,10 +75,20 @@ def _rate(text: str) -> Rate:
 
 class _Parser(argparse.ArgumentParser):
     """argparse that raises a one-line :class:`UsageError` instead of printing its usage block:
-    the README promises one error line, and an MCP client shows users only that."""
+    the README promises one error line, and an MCP client shows users only that. An unknown
+    flag is named with the one it most looks like (``--alow``: did you mean --allow?), as
+    korg-recall's are (:mod:`korg_bridge.toolkit`)."""
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith(_UNRECOGNIZED):
+            known = [flag for action in self._actions for flag in action.option_strings]
+            problems = _unknown_words(message.removeprefix(_UNRECOGNIZED).split(), known)
+            raise UsageError(f"{'; '.join(problems)}. See '{self.prog} --help'.")
         raise usage_error(self.prog, message)
+
+
+_UNRECOGNIZED = "unrecognized arguments: "
+"""How argparse begins the error for words it could not place."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_rate,
         metavar="N/s",
         help="with --http: requests each token may make, N per second (N/s), minute (N/m) or hour (N/h); "
-        "bursts of up to N; beyond it HTTP 429 with Retry-After",
+        "bursts of up to N (at least 4, a session's start); beyond it HTTP 429 with Retry-After",
     )
     parser.add_argument(
         "--max-calls-per-token",
@@ -232,15 +242,21 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 async def _discover_all(args: argparse.Namespace) -> list[Document]:
-    documents = []
-    for binary in args.binaries:
-        document = await discover(binary, timeout=args.discovery_timeout)
-        for skipped in document.skipped:
-            from .listing import printable
+    return [await discover(binary, timeout=args.discovery_timeout) for binary in args.binaries]
 
-            log.warning("skipping callable %s: %s", printable(skipped.command_id), printable(skipped.reason))
-        documents.append(document)
-    return documents
+
+def _warn_faults(documents: Sequence[Document]) -> None:
+    """One warning per callable a binary declares but the bridge cannot serve: a fault its
+    author should hear of. A ``cli_only`` callable is left out on purpose: no warning (the
+    start line counts them; ``--list-tools`` shows every one with its reason)."""
+    from .listing import printable
+
+    for document in documents:
+        for skipped in document.skipped:
+            if not skipped.cli_only:
+                log.warning(
+                    "skipping callable %s: %s", printable(skipped.command_id), printable(skipped.reason)
+                )
 
 
 def _check_audit(args: argparse.Namespace) -> Path | None:
@@ -277,6 +293,7 @@ async def _run(args: argparse.Namespace, policy: Policy) -> int:
         sys.stdout.flush()
         return 0
 
+    _warn_faults(documents)
     from .audit import AuditLog
     from .server import Bridge, BridgeOptions
 
@@ -296,10 +313,11 @@ async def _run(args: argparse.Namespace, policy: Policy) -> int:
     served = len(bridge.catalogue.entries)
     if not served:
         log.warning("no servable callables in %s; serving an empty tool list", ", ".join(args.binaries))
-    log.info("serving %d tool(s); %s", served, policy.describe())
     if listen is not None:
+        log.info("%s; %s", _serving(documents, served), policy.describe())
         return await _serve_http(listen, bridge, served, args)
-    return await _serve_stdio(bridge, args.binaries)
+    _say_started(documents, served, policy, args.binaries)
+    return await _serve_stdio(bridge)
 
 
 def _check_http(args: argparse.Namespace) -> tuple[str, int, TokenSet | None]:
@@ -357,19 +375,32 @@ async def _serve_http(
     return 0
 
 
-def _greet_terminal(binaries: Sequence[str]) -> None:
-    """Say what this silent process is when a person, not an MCP client, started it."""
-    if sys.stdin is None or not sys.stdin.isatty():
-        return
-    typed = " ".join(shlex.quote(binary) for binary in binaries)
-    sys.stderr.write(
-        f"{PROG}: this is an MCP server waiting for a client on stdin; it prints nothing until one "
-        f"connects (Ctrl-C quits). To see its tools, run: {PROG} {typed} --list-tools\n"
+def _serving(documents: Sequence[Document], served: int) -> str:
+    """``serving 13 tools of korg-recall (6 callables are command-line only)``."""
+    names = ", ".join(document.binary for document in documents)
+    cli_only = sum(skipped.cli_only for document in documents for skipped in document.skipped)
+    aside = (
+        f" ({cli_only} callable{'s are' if cli_only != 1 else ' is'} command-line only)" if cli_only else ""
     )
+    return f"serving {served} tool{'s' if served != 1 else ''} of {names}{aside}"
+
+
+def _say_started(documents: Sequence[Document], served: int, policy: Policy, binaries: Sequence[str]) -> None:
+    """The stdio server's one line at start: what it serves, and -- when a person, not an MCP
+    client, started it -- that it is silent because it waits for a client."""
+    if sys.stdin is not None and sys.stdin.isatty():
+        typed = " ".join(shlex.quote(binary) for binary in binaries)
+        line = (
+            f"{_serving(documents, served)}: this is an MCP server waiting for a client on stdin; it prints "
+            f"nothing until one connects (Ctrl-C quits). To see its tools, run: {PROG} {typed} --list-tools"
+        )
+    else:
+        line = f"{_serving(documents, served)}; {policy.describe()}"
+    sys.stderr.write(f"{PROG}: {line}\n")
     sys.stderr.flush()
 
 
-async def _serve_stdio(bridge: Bridge, binaries: Sequence[str]) -> int:
+async def _serve_stdio(bridge: Bridge) -> int:
     """Serve until the client disconnects, or a signal ends the bridge.
 
     On SIGTERM or SIGINT the running calls' process groups are ended first
@@ -383,7 +414,8 @@ async def _serve_stdio(bridge: Bridge, binaries: Sequence[str]) -> int:
     async def on_signals() -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
-                log.warning(
+                # Asked to stop: what a person or a supervisor wants, not a warning.
+                log.info(
                     "received %s: ending %d running call(s)", signal.Signals(signum).name, bridge.active_calls
                 )
                 with anyio.CancelScope(shield=True):
@@ -396,7 +428,6 @@ async def _serve_stdio(bridge: Bridge, binaries: Sequence[str]) -> int:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_signals)
-        _greet_terminal(binaries)
         await serve_stdio(bridge.server())
         tg.cancel_scope.cancel()
     return 0

@@ -125,6 +125,8 @@ class Skipped:
 
     command_id: str
     reason: str
+    cli_only: bool = False
+    """Declared ``cli_only``: left out on purpose, not a fault of the binary."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,12 +207,13 @@ def parse_document(data: Any, *, label: str = "document", path: str | None = Non
         if command_id in seen:
             raise DocumentError(f"{label}: duplicate command_id {command_id!r} in callables[{i}].")
         seen.add(command_id)
+        cli_only = entry.get("cli_only") is True
         try:
             good.append(_build_spec(entry))
         except DocumentError as exc:
-            skipped.append(Skipped(command_id, exc.message))
+            skipped.append(Skipped(command_id, exc.message, cli_only))
         except Exception as exc:  # one callable's unforeseen fault must not sink the rest
-            skipped.append(Skipped(command_id, f"cannot be served: {type(exc).__name__}: {exc}"))
+            skipped.append(Skipped(command_id, f"cannot be served: {type(exc).__name__}: {exc}", cli_only))
 
     return Document(
         binary=binary_name,

@@ -11,7 +11,11 @@ A binary that rewrites itself whenever it is introspected would otherwise be
 re-introspected on every poll forever; while re-introspection keeps finding
 nothing new, the watch backs off (the wait doubles, up to
 :data:`MAX_BACKOFF`), and it is back to every poll once a real change was
-served or the binary has stayed put for a poll.
+served or the binary has stayed put for a poll. If it also prints a new
+document every time (a timestamp in it), every look is a "real change": so a
+reload that follows a reload without the binary having stayed put in between
+backs off too, and such a binary is reloaded at most once per back-off period
+(its clients told of a change each time), not on every poll.
 """
 
 from __future__ import annotations
@@ -92,6 +96,8 @@ class Watch:
         self._lock = anyio.Lock()
         self._backoff = 0.0
         self._not_before = 0.0
+        self._reloaded = False
+        """The last look served a change, and the binary has not stayed put since."""
 
     @property
     def backoff(self) -> float:
@@ -106,6 +112,7 @@ class Watch:
             stamp = FileStamp.of(self._path)
             if stamp == self._stamp:
                 self._backoff = 0.0  # it stayed put: the next change is a real one
+                self._reloaded = False
                 return False
             # Remember the stamp even if discovery fails: the same broken build
             # is not retried every poll, and the next rebuild changes it again.
@@ -124,7 +131,11 @@ class Watch:
                 return False
             self._fingerprint = fingerprint
             self.document = document
-            self._backoff = self._not_before = 0.0
+            if self._reloaded:  # changed again at once: a document that differs on every run
+                self._back_off()
+            else:  # a rebuild: watched every poll again
+                self._backoff = self._not_before = 0.0
+            self._reloaded = True
             log.warning("%s changed: reloaded %d tool(s)", self.binary, len(document.callables))
             return True
 

@@ -41,6 +41,7 @@ as the last request is done. Cancelling :func:`serve_http` stops at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -62,7 +63,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .admission import Admission, ConnectionLimits, protocol_class, raise_file_limit
+from .admission import AcceptErrors, Admission, ConnectionLimits, protocol_class, raise_file_limit
 from .errors import ConfigError, KorgError
 from .gate import HEALTH_PATH, Gate, Traffic
 from .jsonrpc import BodyCheck
@@ -237,7 +238,8 @@ class _Stopper:
             self._traffic.cut_all()
             return
         self._draining = True
-        log.warning(
+        # Asked to stop (Ctrl-C, a supervisor's SIGTERM): news, not a warning. Cutting requests is one.
+        log.info(
             "%s: stopping; waiting up to %gs for %d request(s)", why, self._grace, self._traffic.requests
         )
         self._web.should_exit = True
@@ -318,7 +320,8 @@ async def serve_http(
     keyring: Keyring | None = app.state.korg_keyring
     limiter: Limiter | None = app.state.korg_limiter
     limits = limits or ConnectionLimits()
-    admission = Admission(limits.pending_cap(raise_file_limit()))
+    file_limit = raise_file_limit()
+    admission = Admission(limits.pending_cap(file_limit))
     log.debug("holding at most %d connections not yet authorised", admission.cap)
     sockets = _bind(host, port)
     url = f"http://{bracketed(host)}:{sockets[0].getsockname()[1]}{MCP_PATH}"
@@ -345,6 +348,10 @@ async def serve_http(
     )
     web = _Uvicorn(config, started)
     stopper = _Stopper(web, traffic, grace)
+    loop = asyncio.get_running_loop()
+    # Left in place after the server stops: accept retries scheduled during a flood fire later
+    # (AcceptErrors); everything else goes to the handler it replaced.
+    loop.set_exception_handler(AcceptErrors(file_limit, loop.get_exception_handler()))
     try:
         async with anyio.create_task_group() as tg:
             if threading.current_thread() is threading.main_thread():

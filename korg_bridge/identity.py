@@ -18,8 +18,12 @@ What the child sees (:func:`child_environment`), for one call only:
 - **over HTTP**: ``KORG_BRIDGE_TENANT`` and ``KORG_BRIDGE_ACTOR`` are the
   token's, and a name the token does not give is removed (a token with no
   tenant, an open loopback server: both), whatever the bridge's own
-  environment held, so a value inherited by the bridge cannot lend every
-  caller a tenant;
+  environment held; ``KORG_BRIDGE_TRANSPORT=http`` says that these two are the
+  caller's whole identity, so a tool's own identity variables inherited from
+  the bridge's environment (korg-recall's ``KORG_RECALL_TENANT``) cannot lend
+  every caller a tenant either; and ``KORG_BRIDGE_AUDIT`` names the ledger the
+  bridge audits to, which records every caller's arguments, so a tool that
+  reads files for its callers can keep it from them;
 - **over stdio or in process** (no HTTP request): the environment is left
   alone; whoever started the bridge is the one caller, and may set them.
 
@@ -41,7 +45,9 @@ __all__ = [
     "ACTOR_NAME",
     "ANONYMOUS",
     "ENV_ACTOR",
+    "ENV_AUDIT",
     "ENV_TENANT",
+    "ENV_TRANSPORT",
     "SCOPE_KEY",
     "TENANT_NAME",
     "Identity",
@@ -51,6 +57,8 @@ __all__ = [
 
 ENV_TENANT = "KORG_BRIDGE_TENANT"
 ENV_ACTOR = "KORG_BRIDGE_ACTOR"
+ENV_TRANSPORT = "KORG_BRIDGE_TRANSPORT"
+ENV_AUDIT = "KORG_BRIDGE_AUDIT"  # audit.ENV_AUDIT; not imported, to keep this module light
 _ENV_TOKEN = "KORG_BRIDGE_TOKEN"  # listen.TOKEN_ENV; not imported, to keep this module free of the listener
 
 TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -120,9 +128,12 @@ def request_identity(request: Any) -> Identity | None:
     return found if isinstance(found, Identity) else ANONYMOUS
 
 
-def child_environment(base: Mapping[str, str] | None, identity: Identity | None) -> Mapping[str, str] | None:
+def child_environment(
+    base: Mapping[str, str] | None, identity: Identity | None, *, audit: str | None = None
+) -> Mapping[str, str] | None:
     """The environment a call's process gets: ``base`` (None: the bridge's own)
-    with the identity applied as the module docstring says.
+    with the identity applied as the module docstring says; ``audit`` is the
+    absolute path of the bridge's audit ledger, if it keeps one.
 
     ``None`` in, ``None`` out when there is no identity to apply, so a stdio
     call inherits exactly what it always did.
@@ -132,8 +143,11 @@ def child_environment(base: Mapping[str, str] | None, identity: Identity | None)
     env = dict(os.environ if base is None else base)
     for name in (_ENV_TOKEN, ENV_TENANT, ENV_ACTOR):
         env.pop(name, None)
+    env[ENV_TRANSPORT] = "http"
     if identity.tenant is not None:
         env[ENV_TENANT] = identity.tenant
     if identity.actor is not None:
         env[ENV_ACTOR] = identity.actor
+    if audit is not None:
+        env[ENV_AUDIT] = audit
     return env

@@ -9,6 +9,10 @@ unset or empty                     ``none``, ``fs_read``
 =================================  ==========================================
 
 Tokens ignore whitespace and case; ``--allow LIST`` overrides the variable.
+A token that is none of these is an error naming it and the known ones (exit
+2 for ``--allow``, 3 for the variable), never a warning among others: a typo
+such as ``fs_writ`` would otherwise start a server that refuses the very
+calls it was meant to allow.
 A missing or unknown ``side_effects`` value fails closed (allowed only under
 ``all``), and ``output_mode: session`` is refused even under ``all``: an
 interactive session needs a terminal and a lifetime that one tool call
@@ -17,14 +21,13 @@ cannot give it.
 
 from __future__ import annotations
 
-import logging
+import difflib
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from .contract import SIDE_EFFECTS, CallableSpec
-
-log = logging.getLogger(__name__)
+from .errors import ConfigError, KorgError, UsageError
 
 ENV_VAR = "KORG_INTROSPECT_MCP_ALLOW"
 ALWAYS_ALLOWED: frozenset[str] = frozenset({"none", "fs_read"})
@@ -47,36 +50,33 @@ class Policy:
     allow_all: bool = False
     source: str = "default"
     """Where it came from: ``default``, ``env``, or ``--allow``: named in denial messages."""
-    unknown_tokens: tuple[str, ...] = field(default=())
 
     @classmethod
     def parse(cls, value: str | None, *, source: str = "--allow") -> Policy:
-        """Parse a comma-separated allow list; unknown tokens are kept and warned about."""
+        """Parse a comma-separated allow list.
+
+        Raises:
+            UsageError: an unknown token in ``--allow`` (``source`` other than ``env``).
+            ConfigError: an unknown token in ``KORG_INTROSPECT_MCP_ALLOW`` (``source="env"``).
+        """
         if value is None or not value.strip():
             return cls(source="default" if value is None else source)
         tokens = [t.strip().lower() for t in value.split(",")]
         tokens = [t for t in tokens if t]
+        unknown = [t for t in tokens if t not in SIDE_EFFECTS and t not in ("all", "*")]
+        if unknown:
+            raise _unknown(unknown, source)
         if any(t in ("all", "*") for t in tokens):
             return cls(allowed=frozenset(SIDE_EFFECTS), allow_all=True, source=source)
-        allowed = set(ALWAYS_ALLOWED)
-        unknown: list[str] = []
-        for token in tokens:
-            if token in SIDE_EFFECTS:
-                allowed.add(token)
-            else:
-                unknown.append(token)
-        for token in unknown:
-            log.warning(
-                "ignoring unknown %s token %r; known: %s, all",
-                ENV_VAR if source == "env" else "--allow",
-                token,
-                ", ".join(GRANTABLE),
-            )
-        return cls(allowed=frozenset(allowed), source=source, unknown_tokens=tuple(unknown))
+        return cls(allowed=frozenset({*ALWAYS_ALLOWED, *tokens}), source=source)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Policy:
-        """The policy ``KORG_INTROSPECT_MCP_ALLOW`` describes (default when unset)."""
+        """The policy ``KORG_INTROSPECT_MCP_ALLOW`` describes (default when unset).
+
+        Raises:
+            ConfigError: the variable holds an unknown token.
+        """
         value = (env if env is not None else os.environ).get(ENV_VAR)
         if value is None:
             return cls()
@@ -125,3 +125,17 @@ class Policy:
 
     def granted_tokens(self) -> list[str]:
         return [t for t in GRANTABLE if t in self.allowed]
+
+
+def _unknown(tokens: Sequence[str], source: str) -> KorgError:
+    """The error naming each unknown token (with the known one it most looks like) and the known ones."""
+    known = [*GRANTABLE, "all"]
+    named = []
+    for token in tokens:
+        close = difflib.get_close_matches(token, known, n=1, cutoff=0.6)
+        named.append(f'"{token}"' + (f" (did you mean {close[0]}?)" if close else ""))
+    what = f"unknown values {', '.join(named)}" if len(named) > 1 else f"an unknown value {named[0]}"
+    choices = f"a comma-separated list of {', '.join(GRANTABLE)}, or all"
+    if source == "env":
+        return ConfigError(f"{ENV_VAR} has {what}: set it to {choices}.")
+    return UsageError(f"--allow has {what}: pass {choices}.")

@@ -5,6 +5,11 @@ agent sees what the binary is doing. Forwarding is rate-limited (at most
 :data:`MAX_RATE` notifications a second): lines that arrive faster are
 coalesced, so a chatty binary cannot flood the client. Memory stays bounded:
 between two notifications we keep a count and the latest line only.
+
+A notification's message is the latest line that reads as a status. A line of
+a JSON document (korg-recall's long-running callables print one, indented:
+their last line is ``}``) or a blank one is not: then the message says how
+much output there is so far (``12 lines of output so far``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class LineProgress:
         self._lines = 0
         self._sent_lines = 0
         self._latest = ""
+        self._fresh = False
+        """A readable line came since the last notification."""
         self._wake = anyio.Event()
         self._closed = anyio.Event()
         self._last_sent = float("-inf")
@@ -46,7 +53,11 @@ class LineProgress:
         *complete, rest = (bytes(self._partial) + chunk).split(b"\n")
         if complete:
             self._lines += len(complete)
-            self._latest = complete[-1][:MAX_LINE_BYTES].decode("utf-8", "replace").rstrip("\r")
+            for raw in reversed(complete):
+                line = raw[:MAX_LINE_BYTES].decode("utf-8", "replace").strip()
+                if readable(line):
+                    self._latest, self._fresh = line, True
+                    break
             self._wake.set()
         self._partial = bytearray(rest[:MAX_LINE_BYTES])
 
@@ -77,8 +88,21 @@ class LineProgress:
     async def _send(self) -> None:
         self._sent_lines = self._lines
         self._last_sent = anyio.current_time()
-        latest = self._latest
-        message = latest if len(latest) <= MAX_MESSAGE else latest[: MAX_MESSAGE - 1] + "…"
+        if self._fresh:
+            latest = self._latest
+            message = latest if len(latest) <= MAX_MESSAGE else latest[: MAX_MESSAGE - 1] + "…"
+        else:
+            message = f"{self._lines} line{'s' if self._lines != 1 else ''} of output so far"
+        self._fresh = False
         with contextlib.suppress(Exception):  # a lost notification must not fail the call
             await self._report(float(self._sent_lines), message)
             self.sent += 1
+
+
+_JSON_STRUCTURE = tuple('{}[]",')
+
+
+def readable(line: str) -> bool:
+    """Whether a stripped line of output reads as a status: it holds a letter or a digit and is
+    not a piece of JSON (a brace, a bracket, a ``"key": value`` line)."""
+    return bool(line) and not line.startswith(_JSON_STRUCTURE) and any(c.isalnum() for c in line)

@@ -1,12 +1,16 @@
 """Per-token limits: a rate limit at the HTTP gate, a cap on tool calls in flight.
 
 **Rate** (``--rate-limit N/s``, ``N/m``, ``N/h``; :class:`Limiter`): a token
-bucket per token, holding at most N (the burst), refilled at N per period.
+bucket per token, holding at most N (the burst) -- but never fewer than
+:data:`SESSION_START` -- refilled at N per period.
 What counts is every authorised POST and GET to ``/mcp``, whatever its
 JSON-RPC method: the gate decides before the body is read, before the SDK
 sees the request, and an initialize or a ping costs the server work too. A
-session's start costs two or three (``initialize``, its
-``notifications/initialized``, and an older client's ``GET`` stream).
+session's start costs up to four at once (``initialize``, its
+``notifications/initialized``, an older client's ``GET`` stream, and the
+``tools/list`` every client sends next): a bucket smaller than that would
+refuse the start of every session at a low rate (``2/s``), however rarely
+the token called.
 ``/healthz``, requests refused with 401, and ``DELETE`` (which ends a
 session, freeing what it holds) never count. An empty bucket answers 429 with
 ``Retry-After``: the whole seconds until the next request would pass,
@@ -35,9 +39,11 @@ from dataclasses import dataclass, field
 
 from .errors import UsageError
 
-__all__ = ["CallCap", "Limiter", "Rate", "Refusal"]
+__all__ = ["SESSION_START", "CallCap", "Limiter", "Rate", "Refusal"]
 
 PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+SESSION_START = 4
+"""Requests one session's start sends at once: the smallest burst a bucket holds (see above)."""
 RATE_FORM = "expected N/s, N/m or N/h with N a whole number >= 1, e.g. 10/s"
 _RATE = re.compile(r"\s*(\d{1,9})\s*/\s*([smh])\s*", re.ASCII)
 
@@ -73,6 +79,11 @@ class Rate:
     @property
     def per_second(self) -> float:
         return self.count / self.period
+
+    @property
+    def burst(self) -> int:
+        """Requests a full bucket lets through at once: N, and never fewer than a session's start."""
+        return max(self.count, SESSION_START)
 
     def __str__(self) -> str:
         unit = next((u for u, seconds in PERIODS.items() if seconds == self.period), None)
@@ -115,8 +126,8 @@ class Limiter:
         rate, now = self.rate, self.clock()
         bucket = self._buckets.get(key)
         if bucket is None:
-            bucket = self._buckets[key] = _Bucket(float(rate.count), now)
-        bucket.tokens = min(float(rate.count), bucket.tokens + (now - bucket.stamp) * rate.per_second)
+            bucket = self._buckets[key] = _Bucket(float(rate.burst), now)
+        bucket.tokens = min(float(rate.burst), bucket.tokens + (now - bucket.stamp) * rate.per_second)
         bucket.stamp = now
         if bucket.tokens >= 1.0:
             bucket.tokens -= 1.0

@@ -19,6 +19,7 @@ The live state is a :class:`Bridge`: the watched binaries and the current
 from __future__ import annotations
 
 import logging
+import os
 import time
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -287,7 +288,8 @@ class Bridge:
         # Everything that can refuse the call happens here, before progress
         # forwarding or the process start: a refusal is always a plain result.
         record.arguments = coerce_arguments(spec.properties, params.arguments)
-        env = child_environment(opts.env, record.identity)
+        audit = None if opts.audit is None else os.path.abspath(opts.audit.path)
+        env = child_environment(opts.env, record.identity, audit=audit)
         try:
             prepared = await prepare_call(
                 entry.document,

@@ -164,7 +164,10 @@ async def _chunks(fd: int) -> AsyncIterator[bytes]:
     pollable = not stat.S_ISREG(os.fstat(fd).st_mode)
     while True:
         if pollable:
-            await anyio.wait_readable(fd)
+            try:
+                await anyio.wait_readable(fd)
+            except PermissionError:  # epoll refuses some devices too (/dev/null); reads on them never block
+                pollable = False
         try:
             chunk = os.read(fd, READ_CHUNK)
         except BlockingIOError:  # a non-blocking fd woke up with nothing after all

@@ -53,6 +53,7 @@ __all__ = [
     "TokenSet",
     "load_tokens",
     "parse_tokens",
+    "read_operator_file",
     "read_token_file",
 ]
 
@@ -195,8 +196,31 @@ def _field(fields: list[str], index: int) -> str | None:
 
 
 def read_token_file(path: str) -> str:
-    """The text of a token file, read safely: a regular file (a FIFO would hang the
-    read), at most :data:`MAX_FILE_BYTES`, UTF-8. Warns when other users can read it.
+    """The text of a token file, read safely (see :func:`read_operator_file`).
+
+    Raises:
+        ConfigError: the file cannot be read, is not a regular file, is too
+            large, is not UTF-8, or other users can write it.
+    """
+    return read_operator_file(
+        path,
+        what="token file",
+        flag="--token-file",
+        content=f"one token on each line ({FORMAT})",
+        others_could="add a token of their own",
+    )
+
+
+def read_operator_file(
+    path: str, *, what: str, flag: str, content: str, others_could: str, max_bytes: int = MAX_FILE_BYTES
+) -> str:
+    """The text of a file only the operator should control (a token file, korg-recall's tenant
+    ledgers), read safely: a regular file (a FIFO would hang the read), at most ``max_bytes``,
+    UTF-8. Warns when other users can read it; refuses it when they can write it, since
+    whoever can change it could then do what ``others_could`` says.
+
+    ``what`` names the file in messages (``token file``), ``flag`` where its path was given,
+    ``content`` what it should hold (``one token on each line``).
 
     Raises:
         ConfigError: the file cannot be read, is not a regular file, is too
@@ -206,31 +230,29 @@ def read_token_file(path: str) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ConfigError(
-            f"cannot read token file {path}: {exc.strerror or exc}. Check the path given to --token-file."
+            f"cannot read {what} {path}: {exc.strerror or exc}. Check the path given to {flag}."
         ) from exc
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"token file {path} is not a regular file. Pass the path of a file.")
+            raise ConfigError(f"{what} {path} is not a regular file. Pass the path of a file.")
         if info.st_mode & 0o022:
             raise ConfigError(
-                f"token file {path} can be written by other users, who could add a token of their own; "
+                f"{what} {path} can be written by other users, who could {others_could}; "
                 f"restrict it with: chmod 600 {path}"
             )
         if info.st_mode & 0o044:
-            log.warning("token file %s is readable by other users; restrict it with chmod 600", path)
-        data = _read_capped(fd, path)
+            log.warning("%s %s is readable by other users; restrict it with chmod 600", what, path)
+        data = _read_capped(fd, path, what, max_bytes, content)
     finally:
         os.close(fd)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"token file {path} is not UTF-8 text. Put one token on each line ({FORMAT})."
-        ) from exc
+        raise ConfigError(f"{what} {path} is not UTF-8 text. Put {content}.") from exc
 
 
-def _read_capped(fd: int, path: str) -> bytes:
+def _read_capped(fd: int, path: str, what: str, max_bytes: int, content: str) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -239,14 +261,12 @@ def _read_capped(fd: int, path: str) -> bytes:
         except OSError as exc:
             if exc.errno == errno.EINTR:
                 continue
-            raise ConfigError(f"cannot read token file {path}: {exc.strerror or exc}.") from exc
+            raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}.") from exc
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)
-        if size > MAX_FILE_BYTES:
-            raise ConfigError(
-                f"token file {path} is over {MAX_FILE_BYTES // 1024} KiB. Pass a file of tokens, one per line."
-            )
+        if size > max_bytes:
+            raise ConfigError(f"{what} {path} is over {max_bytes // 1024} KiB; it should hold {content}.")
         chunks.append(chunk)
 
 

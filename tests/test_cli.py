@@ -331,7 +331,7 @@ def test_a_document_of_only_bad_callables_serves_zero_tools(capsys: pytest.Captu
     report, err = _json_report(capsys, BROKEN / "allbad")
     assert [t["status"] for t in report["tools"]] == ["skipped"] * 4
     assert all(t["reason"] for t in report["tools"])
-    assert err.count("WARNING: skipping callable") == 4
+    assert err == ""  # the report says why; a dry run need not say it twice
 
 
 def test_a_non_utf8_document_is_served(capsys: pytest.CaptureFixture[str]) -> None:
@@ -386,18 +386,17 @@ def test_list_tools_shows_allowed_denied_and_skipped_with_reasons(capsys: pytest
     assert rows["thump.bad id!"].startswith("SKIPPED: command_id segment 'bad id!'")
     assert len(rows) == 25
     assert lines[-1] == "12 allowed, 6 denied, 7 skipped"
-    assert err.count("WARNING: skipping callable") == 7
+    assert err == ""
 
 
 def test_list_tools_policy_line_follows_the_environment(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KORG_INTROSPECT_MCP_ALLOW", " Network , bogus")
-    code, out, err = _main(capsys, str(THUMP), "--list-tools")
+    monkeypatch.setenv("KORG_INTROSPECT_MCP_ALLOW", " Network ")
+    code, out, _ = _main(capsys, str(THUMP), "--list-tools")
     assert code == 0
     assert "policy: allowed side effects: none, fs_read, network (KORG_INTROSPECT_MCP_ALLOW)" in out
     assert _table_rows(out)["thump.fetch"] == "ok"
-    assert "ignoring unknown KORG_INTROSPECT_MCP_ALLOW token 'bogus'" in err
 
 
 def test_list_tools_allow_all_still_refuses_a_session(

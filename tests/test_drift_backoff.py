@@ -86,6 +86,23 @@ async def test_a_binary_that_rewrites_itself_on_introspect_is_reintrospected_eve
     assert 5 <= count <= 7, count
 
 
+async def test_a_binary_that_prints_a_new_document_every_run_is_reloaded_once_per_back_off_period(
+    rewriter: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KORG_FIXTURE_STAMPED", "1")  # a timestamp in every document it prints
+    async with serving(rewriter) as (bridge, client):
+        (watch,) = bridge.watches
+        started = anyio.current_time()
+        touch(rewriter)
+        # Every look finds a "new" document: without backing off, a poll every 0.05 s and a
+        # tools/list every 0.025 s would reload it (and tell the client) ~40 times meanwhile.
+        await until_backoff(watch, client, 0.8)
+        elapsed = anyio.current_time() - started
+        count = introspections(rewriter)
+    assert elapsed >= 0.1 + 0.2 + 0.4
+    assert 5 <= count <= 8, count
+
+
 async def test_the_back_off_doubles_from_the_poll_interval_up_to_its_cap() -> None:
     extras = FIXTURE_BINS / "extras"
     watch = Watch(str(extras), await discover(str(extras)), poll_interval=2.0)

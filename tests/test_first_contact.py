@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import shutil
 import signal
 import subprocess
@@ -81,6 +82,65 @@ async def test_a_server_started_by_an_mcp_client_prints_no_terminal_hint() -> No
         assert "waiting for a client" not in running.stderr()
 
 
+# --- a quiet first run ----------------------------------------------------------------------------
+
+
+def test_the_readme_s_first_command_shows_a_clean_tool_list() -> None:
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("## Two commands", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    found = re.search(r"korg-bridge (\S+) --list-tools", block)
+    assert found is not None, block
+    run = bridge(found.group(1), "--list-tools")
+    assert (run.returncode, run.stderr) == (0, "")
+    assert "SKIPPED" not in run.stdout and "DENIED: needs fs_write" in run.stdout
+    assert run.stdout.rstrip().endswith(", 0 skipped")
+
+
+def test_korg_bridge_korg_recall_starts_with_one_line() -> None:
+    run = bridge(str(KORG_RECALL))  # stdin at EOF: it starts, says so, and ends
+    assert run.returncode == 0
+    assert run.stderr.count("\n") == 1, run.stderr
+    assert run.stderr.startswith("korg-bridge: serving ")
+    assert "tools of korg-recall (6 callables are command-line only); allowed side effects:" in run.stderr
+    assert "WARNING" not in run.stderr
+
+
+def test_a_callable_a_binary_cannot_serve_is_still_warned_about_when_serving() -> None:
+    run = bridge(str(THUMP))
+    warnings = [line for line in run.stderr.splitlines() if "WARNING" in line]
+    assert len(warnings) == 7 and all("skipping callable thump." in line for line in warnings)
+
+
+@pytest.mark.parametrize("flags", [[], ["--http", "127.0.0.1:0"]], ids=["stdio", "http"])
+def test_ctrl_c_of_the_server_is_not_a_warning(flags: list[str]) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "korg_bridge", str(THUMP), *flags],
+        stdin=subprocess.PIPE,  # held open: the server waits for a client
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        cwd=REPO,
+    )
+    assert process.stderr is not None
+    started = "serving MCP on" if flags else "korg-bridge: serving"
+    seen = ""
+    try:
+        while started not in seen:  # bounded by the timeout of communicate() below on failure
+            line = process.stderr.readline()
+            assert line, seen
+            seen += line
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    stderr = seen + rest
+    assert "WARNING" not in stderr.replace("WARNING: skipping callable", ""), stderr
+    assert "Traceback" not in stderr
+
+
 # --- korg-bridge's own errors --------------------------------------------------------------------
 
 
@@ -91,6 +151,32 @@ def test_an_unknown_flag_is_one_line_and_exit_2() -> None:
         "korg-bridge: error: unknown option --no-such-flag. See 'korg-bridge --help'."
     )
     assert run.stdout == ""
+
+
+def test_a_mistyped_flag_is_named_with_the_flag_it_meant() -> None:
+    run = bridge(str(THUMP), "--alow", "fs_write")
+    assert run.returncode == 2
+    assert one_error_line(run.stderr) == (
+        "korg-bridge: error: unknown option --alow (did you mean --allow?). See 'korg-bridge --help'."
+    )
+
+
+@pytest.mark.parametrize("mode", [[], ["--list-tools"]], ids=["server", "list-tools"])
+def test_an_unknown_allow_value_stops_the_bridge_with_exit_2(mode: list[str]) -> None:
+    run = bridge(str(THUMP), *mode, "--allow", "fs_writ")
+    assert run.returncode == 2 and run.stdout == ""
+    line = one_error_line(run.stderr)
+    assert '--allow has an unknown value "fs_writ" (did you mean fs_write?)' in line
+    assert "fs_write, network, ledger_write, or all" in line
+    assert "WARNING" not in run.stderr
+
+
+def test_an_unknown_value_of_the_allow_variable_is_a_config_error_exit_3() -> None:
+    run = bridge(str(THUMP), "--list-tools", env={"KORG_INTROSPECT_MCP_ALLOW": "network,fs-write"})
+    assert run.returncode == 3
+    assert 'KORG_INTROSPECT_MCP_ALLOW has an unknown value "fs-write" (did you mean fs_write?)' in (
+        one_error_line(run.stderr)
+    )
 
 
 @pytest.mark.skipif(shutil.which("ls") is None, reason="needs ls on PATH")

@@ -4,6 +4,8 @@ real client: nothing on the call path escapes, crashes or blocks the bridge."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -221,6 +223,16 @@ def test_a_name_with_a_newline_cannot_break_the_table_or_a_log_line() -> None:
     assert table[0].startswith("TOOL")
     assert all(row.startswith(("hostile_", "- ")) for row in table[1:]), table
     assert any("'hostile.run\\n'" in row for row in table)
-    warnings = done.stderr.splitlines()
+    assert done.stderr == ""  # the table says why; the server logs it
+    served = subprocess.run(
+        [sys.executable, "-m", "korg_bridge", str(HOSTILE)],
+        stdin=subprocess.DEVNULL,  # at EOF: the server starts, logs, and ends
+        capture_output=True,
+        text=True,
+        cwd=FIXTURE_BINS.parent,
+        timeout=60,
+        check=False,
+    )
+    warnings = [line for line in served.stderr.splitlines() if "WARNING" in line]
     assert all(line.startswith("korg-bridge: WARNING: skipping callable") for line in warnings)
     assert any("'hostile.run\\n'" in line for line in warnings)

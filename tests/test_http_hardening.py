@@ -321,3 +321,91 @@ def test_the_pending_cap_leaves_half_the_descriptors_free() -> None:
     assert ConnectionLimits().pending_cap(1024) == 512
     assert ConnectionLimits().pending_cap(20000) == 1024
     assert ConnectionLimits(max_pending=7).pending_cap(20000) == 7
+
+
+# --- when descriptors run out all the same ----------------------------------------------------------
+
+
+def test_a_refused_accept_is_one_warning_per_flood(caplog: pytest.LogCaptureFixture) -> None:
+    import asyncio
+    import errno
+    import logging
+
+    from korg_bridge.admission import FLOOD_QUIET, AcceptErrors
+
+    now = [0.0]
+    handler = AcceptErrors(96, clock=lambda: now[0])
+    loop = asyncio.new_event_loop()
+    refused = {
+        "message": "socket.accept() out of system resource",
+        "exception": OSError(errno.EMFILE, "Too many open files"),
+    }
+    try:
+        with caplog.at_level(logging.DEBUG, logger="korg_bridge.admission"):
+            for _ in range(2048):  # one readiness of the accept loop, under CPython 3.11
+                handler(loop, refused)
+            now[0] += FLOOD_QUIET / 2
+            handler(loop, refused)  # the same flood
+            now[0] += FLOOD_QUIET * 2
+            handler(loop, refused)  # a new one
+    finally:
+        loop.close()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and handler.refused == 2050
+    assert (
+        "cannot accept more connections: Too many open files (the open-file limit is 96)"
+        in warnings[0].getMessage()
+    )
+
+
+def test_a_flood_that_exhausts_the_file_limit_logs_one_warning_and_no_traceback(tmp_path: Any) -> None:
+    """The real server under a low open-file limit (set before it starts: it cannot raise it),
+    flooded with connections that each pass the gate (so the cap on unauthorised ones does not
+    close them) and stay open."""
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import FIXTURE_BINS, REPO
+
+    limit = 96
+    wrapper = (
+        "import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]),) * 2); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'korg_bridge', *sys.argv[2:]])"
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", wrapper, str(limit), str(FIXTURE_BINS / "demo"), "--http", "127.0.0.1:0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert server.stderr is not None
+    clients: list[socket.socket] = []
+    try:
+        found = re.search(r"127\.0\.0\.1:(\d+)/mcp", server.stderr.readline())
+        assert found, "the server did not say where it listens"
+        port = int(found.group(1))
+        request = f"GET /nothing-here HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+        for _ in range(limit * 3):
+            client = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
+            client.sendall(request)
+            clients.append(client)
+        time.sleep(2)  # the server keeps trying to accept the rest meanwhile (asyncio: once a second)
+    finally:
+        for client in clients:
+            client.close()
+        server.send_signal(signal.SIGTERM)
+        try:
+            _, stderr = server.communicate(timeout=BOUND)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait(timeout=BOUND)
+    warnings = [line for line in stderr.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1 and "cannot accept more connections: Too many open files" in warnings[0], (
+        stderr[:2000]
+    )
+    assert "Traceback" not in stderr and "ERROR" not in stderr, stderr[:2000]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from korg_bridge.contract import parse_document
+from korg_bridge.errors import ConfigError, UsageError
 from korg_bridge.policy import Policy
 
 
@@ -45,12 +44,23 @@ def test_policy_table(value: str | None, allowed: set[str]) -> None:
         assert policy.check(spec(effect)).allowed == (effect in allowed), effect
 
 
-def test_unknown_tokens_are_warned_about_and_ignored(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING):
-        policy = Policy.parse("fs_write,teleport", source="env")
-    assert policy.unknown_tokens == ("teleport",)
-    assert "teleport" in caplog.text
-    assert policy.check(spec("fs_write")).allowed
+def test_an_unknown_allow_value_is_a_usage_error_naming_it_and_the_known_ones() -> None:
+    with pytest.raises(UsageError) as caught:
+        Policy.parse("fs_write, fs_writ ,teleport")
+    assert caught.value.exit_code == 2
+    assert caught.value.message == (
+        '--allow has unknown values "fs_writ" (did you mean fs_write?), "teleport": '
+        "pass a comma-separated list of fs_write, network, ledger_write, or all."
+    )
+
+
+def test_an_unknown_value_in_the_environment_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as caught:
+        Policy.from_env({"KORG_INTROSPECT_MCP_ALLOW": "fs_write,netwrok"})
+    assert caught.value.exit_code == 3
+    assert caught.value.message.startswith(
+        'KORG_INTROSPECT_MCP_ALLOW has an unknown value "netwrok" (did you mean network?): set it to'
+    )
 
 
 @pytest.mark.parametrize("effect", [None, "teleport", "FS_WRITE"])

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
 import anyio
 import pytest
+from _bridge_client import open_bridge, text_of
 
-from korg_bridge.progress import MAX_MESSAGE, LineProgress
+from korg_bridge.progress import MAX_MESSAGE, LineProgress, readable
 
 pytestmark = pytest.mark.anyio
 
@@ -74,3 +81,69 @@ async def test_a_failing_report_never_fails_the_call() -> None:
         await anyio.sleep(0.01)
         progress.close()
     assert progress.sent == 0
+
+
+async def test_an_indented_json_document_is_reported_by_its_size_not_by_a_brace() -> None:
+    sent: list[tuple[float, str]] = []
+
+    async def report(value: float, message: str) -> None:
+        sent.append((value, message))
+
+    progress = LineProgress(report)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(progress.run)
+        await progress.feed(b'{\n  "index": "/x",\n  "files_scanned": 3,\n  "embedding": {}\n}\n')
+        await anyio.sleep(0.1)
+        progress.close()
+    assert sent == [(5.0, "5 lines of output so far")]
+
+
+async def test_the_message_is_the_latest_line_that_reads_as_a_status() -> None:
+    sent: list[tuple[float, str]] = []
+
+    async def report(value: float, message: str) -> None:
+        sent.append((value, message))
+
+    progress = LineProgress(report)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(progress.run)
+        await progress.feed(b"  embedded 200 of 900 events  \n\n  },\n")
+        await anyio.sleep(0.1)
+        progress.close()
+    assert sent == [(3.0, "embedded 200 of 900 events")]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [("}", False), ("],", False), ('"files": 3,', False), ("", False), ("...", False), ("tick 3", True)],
+)
+def test_what_reads_as_a_status(line: str, expected: bool) -> None:
+    assert readable(line) is expected
+
+
+async def test_korg_recall_s_long_running_index_reports_readable_progress_through_mcp(tmp_path: Path) -> None:
+    """The real thing: ``korg-bridge korg-recall``, a client asking for progress, ``index``."""
+    korg_recall = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
+    if korg_recall is None:
+        pytest.skip("the korg-recall console script is not installed")
+    ledger = tmp_path / "s.jsonl"
+    ledger.write_text(json.dumps({"seq": 1, "tool_name": "Bash", "args": {"command": "ls"}}) + "\n")
+    messages: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message)
+
+    env = {
+        "HOME": str(tmp_path),
+        "KORG_RECALL_INDEX": str(tmp_path / "index.sqlite"),
+        "KORG_RECALL_BACKGROUND": "0",
+    }
+    async with open_bridge(korg_recall, env=env, cwd=tmp_path) as running:
+        with anyio.fail_after(60):
+            result = await running.client.call_tool(
+                "korg-recall_index",
+                {"ledger": [str(ledger)], "no_embed": True},
+                progress_callback=on_progress,
+            )
+    assert not result.is_error and json.loads(text_of(result))["events_added"] == 1
+    assert all(message is not None and readable(message) for message in messages), messages

@@ -20,7 +20,7 @@ from test_http import JSON_HEADERS, serving
 
 from korg_bridge.errors import UsageError
 from korg_bridge.gate import RATE_LIMITED
-from korg_bridge.ratelimit import CallCap, Limiter, Rate
+from korg_bridge.ratelimit import SESSION_START, CallCap, Limiter, Rate
 from korg_bridge.tokens import parse_tokens
 
 pytestmark = pytest.mark.anyio
@@ -63,11 +63,11 @@ def test_anything_else_is_a_usage_error_with_the_expected_form(text: str) -> Non
 
 def test_a_burst_of_n_passes_then_the_wait_is_rounded_up_to_whole_seconds() -> None:
     clock = Clock()
-    limiter = Limiter(Rate(3, 2.0), clock=clock)  # 1.5 per second
-    assert [limiter.admit("a") for _ in range(3)] == [None, None, None]
+    limiter = Limiter(Rate(6, 4.0), clock=clock)  # 1.5 per second
+    assert [limiter.admit("a") for _ in range(6)] == [None] * 6
     refusal = limiter.admit("a")
     assert refusal is not None and refusal.retry_after == 1 and refusal.first
-    assert "rate limit of 3 requests per 2 s (--rate-limit); retry after 1 s" in refusal.message
+    assert "rate limit of 6 requests per 4 s (--rate-limit); retry after 1 s" in refusal.message
     again = limiter.admit("a")
     assert again is not None and not again.first  # logged once per run of refusals
     clock.now += 0.7  # 1.05 requests' worth
@@ -75,13 +75,24 @@ def test_a_burst_of_n_passes_then_the_wait_is_rounded_up_to_whole_seconds() -> N
     refusal = limiter.admit("a")
     assert refusal is not None and refusal.retry_after == 1
     clock.now += 60  # refills to the burst, no further
-    assert [limiter.admit("a") for _ in range(4)][-1] is not None
+    assert [limiter.admit("a") for _ in range(7)][-1] is not None
+
+
+def test_a_bucket_always_holds_a_session_s_start() -> None:
+    clock = Clock()
+    limiter = Limiter(Rate(2, 1.0), clock=clock)
+    assert Rate(2, 1.0).burst == SESSION_START == 4
+    assert [limiter.admit("a") for _ in range(SESSION_START)] == [None] * SESSION_START
+    refusal = limiter.admit("a")
+    assert refusal is not None and "rate limit of 2 requests per second" in refusal.message
+    clock.now += 0.5  # refilled at the rate asked for: 2 a second
+    assert limiter.admit("a") is None and limiter.admit("a") is not None
 
 
 def test_a_slow_rate_asks_for_a_long_wait_and_each_token_has_its_own_bucket() -> None:
     clock = Clock()
     limiter = Limiter(Rate(2, 60.0), clock=clock)
-    assert limiter.admit("a") is None and limiter.admit("a") is None
+    assert [limiter.admit("a") for _ in range(SESSION_START)] == [None] * SESSION_START
     refusal = limiter.admit("a")
     assert refusal is not None and refusal.retry_after == 30
     assert limiter.admit("b") is None
@@ -107,7 +118,8 @@ def test_the_call_cap_counts_calls_until_they_end_and_per_token() -> None:
 def test_a_reload_keeps_the_budget_of_remaining_tokens_and_forgets_removed_ones() -> None:
     clock = Clock()
     limiter = Limiter(Rate(1, 60.0), clock=clock)
-    assert limiter.admit("kept") is None and limiter.admit("gone") is None
+    assert all(limiter.admit("kept") is None for _ in range(SESSION_START))
+    assert limiter.admit("gone") is None
     limiter.retain({"kept"})
     assert limiter.admit("kept") is not None  # a reload does not reset a limit
     assert limiter.admit("gone") is None  # a token added back starts afresh
@@ -176,10 +188,21 @@ async def test_the_sdk_client_gets_the_429_as_that_call_s_error_and_its_session_
     assert result.content[0].text == "again\n"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_session_s_start_is_never_refused_at_a_low_rate(mode: str) -> None:
+    async with (
+        limited(Rate(2, 1.0)) as base,
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {ANA}"}) as http,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+    ):
+        tools = await client.list_tools()  # initialize, initialized, (a GET stream), tools/list
+    assert tools.tools
+
+
 async def test_a_429_body_is_a_json_rpc_error_even_for_an_initialize() -> None:
     async with limited(Rate(1, 60.0)) as base, httpx2.AsyncClient() as http:
-        first = await http.post(f"{base}/mcp", json=INITIALIZE, headers=bearer(ANA))
+        firsts = [await http.post(f"{base}/mcp", json=INITIALIZE, headers=bearer(ANA)) for _ in range(4)]
         second = await http.post(f"{base}/mcp", json=INITIALIZE, headers=bearer(ANA))
-    assert first.status_code == 200
+    assert [first.status_code for first in firsts] == [200] * 4
     assert second.status_code == 429 and second.headers["retry-after"] == "60"
     assert json.loads(second.text)["jsonrpc"] == "2.0"

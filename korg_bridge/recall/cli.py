@@ -68,23 +68,32 @@ def _show_secrets() -> bool:
     return _env().get("KORG_RECALL_ALLOW_SECRETS", "").strip().lower() in ("1", "true", "yes")
 
 
-def _open_index() -> Any:
+def _walls() -> Any:
+    """What a caller walled into its tenant may read (recall/tenant_history.py); None: anything."""
+    from korg_bridge.recall.tenant_history import history_of
+
+    return history_of(_env())
+
+
+def _open_index(walls: Any = None) -> Any:
     from korg_bridge.recall.index import Index, default_index_path
 
     env = _env()
     path = Path(env["KORG_RECALL_INDEX"]).expanduser() if env.get("KORG_RECALL_INDEX") else None
-    return Index(path or default_index_path(env))
+    return Index(path or default_index_path(env), walls)
 
 
-def _sources(args: Mapping[str, Any]) -> tuple[list[Path], list[Path]]:
+def _sources(args: Mapping[str, Any], walls: Any = None) -> tuple[list[Path], list[Path]]:
     """The sources to read and those of them that do not exist.
 
     An explicit ``ledger`` that does not exist is a usage error; missing paths
     from ``KORG_RECALL_LEDGER`` are named on stderr, and so are the defaults
-    when none of them exists (on a normal machine some never do).
+    when none of them exists (on a normal machine some never do). A walled
+    caller's come from its tenant's (``walls``): an explicit one must lie there.
 
     Raises:
-        UsageError: an explicit ledger path does not exist, or too many are given.
+        UsageError: an explicit ledger path does not exist, lies outside the walls, or too
+            many are given.
         ConfigError: ``KORG_RECALL_LEDGER`` lists too many paths.
     """
     from korg_bridge.recall.sources import ENV_LEDGER, missing_sources, resolve_sources
@@ -92,7 +101,17 @@ def _sources(args: Mapping[str, Any]) -> tuple[list[Path], list[Path]]:
     env = _env()
     explicit = [item for item in args.get("ledger") or [] if item.strip()]
     origin = "ledger" if explicit else ENV_LEDGER if env.get(ENV_LEDGER, "").strip() else "default"
-    sources = resolve_sources(explicit, env)
+    if walls is not None:
+        check_source_count(len(explicit), "ledger")
+        origin = "ledger" if explicit else "KORG_RECALL_TENANT_LEDGERS"
+        sources = [walls.confine(item, env) for item in explicit] or [Path(p) for p in walls.sources]
+        if not sources:
+            sys.stderr.write(
+                f"korg-recall: note: {walls.who} has no history on this server (the operator lists "
+                "each tenant's in KORG_RECALL_TENANT_LEDGERS); searched memories only.\n"
+            )
+    else:
+        sources = resolve_sources(explicit, env)
     check_source_count(len(sources), origin)
     missing = missing_sources(sources)
     if missing and origin == "ledger":
@@ -103,7 +122,7 @@ def _sources(args: Mapping[str, Any]) -> tuple[list[Path], list[Path]]:
         where = (
             f"{ENV_LEDGER} names paths that do not exist" if origin == ENV_LEDGER else "no history found at"
         )
-        fix = f"; set {ENV_LEDGER} or pass --ledger" if len(missing) == len(sources) else ""
+        fix = f"; set {ENV_LEDGER} or pass --ledger" if len(missing) == len(sources) and walls is None else ""
         sys.stderr.write(f"korg-recall: note: {where}: {', '.join(map(str, missing))}{fix}.\n")
     return sources, missing
 
@@ -152,14 +171,15 @@ def recall(args: dict[str, Any]) -> int:
     since = parse_time(args["since"]) if args.get("since") else None
     until = parse_time(args["until"], end_of_day=True) if args.get("until") else None
     memory = _memory_section(args)  # memories first, in their own block: recall/memory/recall_view.py
-    sources, missing = _sources(args)
+    walls = _walls()
+    sources, missing = _sources(args, walls)
     env = _env()
     mode = args["mode"]
     used = resolve_mode(mode, env)
     embedder: Embedder | None = None
     semantic_info: dict[str, Any] = {}
     note: str | None = None
-    with _open_index() as index:
+    with _open_index(walls) as index:
         index.refresh(sources)
         coverage = _coverage(index, env) if used in SEMANTIC_MODES else None
         used, note = auto_mode(mode, used, coverage)
@@ -336,7 +356,7 @@ def show(args: dict[str, Any]) -> int:
     if query is not None:
         check_query(query)
     extra: dict[str, Any] = {}
-    with _open_index() as index:
+    with _open_index(_walls()) as index:
         events = index.get_events(refs, context=args["context"])
         if query is not None:
             extra = _explain(index, query, events, args.get("weights"))
@@ -400,7 +420,8 @@ def index_cmd(args: dict[str, Any]) -> int:
 
     env = _env()
     out: dict[str, Any] = {}
-    sources, missing = _sources(args)
+    walls = _walls()
+    sources, missing = _sources(args, walls)
     if missing:
         out["missing_sources"] = [str(path) for path in missing]
     if args.get("embed") and args.get("no_embed"):
@@ -408,7 +429,7 @@ def index_cmd(args: dict[str, Any]) -> int:
     wanted = not args.get("no_embed") and (bool(args.get("embed")) or model_available(env))
     embedder = load_embedder(env) if wanted else None
     tty = sys.stderr.isatty()
-    with _open_index() as index:
+    with _open_index(walls) as index:
         progress = _progress_bar() if tty else None
         report = index.refresh(sources, progress)
         if progress is not None:
@@ -500,7 +521,7 @@ def model_pull(args: dict[str, Any]) -> int:
     output_mode="envelope",
 )
 def stats(args: dict[str, Any]) -> int:
-    with _open_index() as index:
+    with _open_index(_walls()) as index:
         described = {**index.stats(), **_embedding_stats(index)}
     if not described.get("sources") and not described.get("events"):
         described["hint"] = "the index is empty: run `korg-recall index` (or any recall) to build it."
@@ -560,8 +581,9 @@ def prune(args: dict[str, Any]) -> int:
         raise UsageError(
             "prune needs to be told what to drop: pass --gone to drop the events of deleted files."
         )
-    with _open_index() as index:
-        report = index.refresh(_sources(args)[0])
+    walls = _walls()
+    with _open_index(walls) as index:
+        report = index.refresh(_sources(args, walls)[0])
         pruned = index.prune_gone()
     _print_json({"index": str(index.path), "files_marked_gone": report.files_gone, **pruned})
     return 0
@@ -600,9 +622,14 @@ def verify(args: dict[str, Any]) -> int:
         return 0 if report.intact else NOT_INTACT
     key = _env().get("KORG_LEDGER_KEY")
     public_key = parse_public_key(args["pubkey"]) if args.get("pubkey") is not None else None
+    path = Path(args["path"]).expanduser()
     anchors = Path(args["anchors"]).expanduser() if args.get("anchors") else None
+    walls = _walls()
+    if walls is not None:  # a tenant verifies only what it may read
+        path = walls.confine(str(args["path"]), _env(), what="path")
+        anchors = walls.confine(str(args["anchors"]), _env(), what="anchors") if anchors else None
     report = verify_file(
-        Path(args["path"]).expanduser(),
+        path,
         key.encode("utf-8") if key else None,
         public_key=public_key,
         anchors=anchors,

@@ -11,6 +11,17 @@ Concurrency: any number of readers and one writer at a time. Writes take
 ``BEGIN IMMEDIATE`` with a busy timeout and never hold the lock while
 reading a ledger. Readers never wait: WAL.
 
+One index serves everyone on a machine, so a caller walled into its tenant
+(:mod:`~korg_bridge.recall.tenant_history`) reads it through walls: temporary
+views named ``sources``, ``events``, ``skipped_lines`` and ``pending_patches``
+shadow the tables on its connection (SQLite resolves an unqualified name in
+``temp`` first) and hold only the rows of the files its sources hold now, and
+of the deleted ones that were in them. Every read -- search, ``show``,
+``stats``, the brief, embeddings -- goes through them without knowing it, so
+no query written later can forget the filter; an event indexed for someone
+else is, for this caller, not there. A refresh takes the walls down while it
+writes (views cannot be written) and puts them back up.
+
 The file is a disposable cache: an index of ours with a schema from a newer
 version, or that reports corruption, is moved aside (``<name>.broken-<time>``,
 never overwriting an earlier one) with a warning and rebuilt, so a query
@@ -40,6 +51,7 @@ from korg_bridge.recall.migrations import SchemaMismatch, migrate
 from korg_bridge.recall.ownership import inspect, move_aside
 from korg_bridge.recall.refresh import Refresher, RefreshReport
 from korg_bridge.recall.rows import load_json
+from korg_bridge.recall.sources import Walls, list_file_paths
 from korg_bridge.recall.stats import index_stats, prune_gone
 
 __all__ = ["ENV_INDEX", "Index", "RefreshReport", "default_index_path"]
@@ -65,6 +77,21 @@ _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 _TABLES = frozenset(
     {"_migrations", "sources", "events", "events_fts", "pending_patches", "meta", "skipped_lines"}
 )
+
+_WALLED = {
+    "sources": "id",
+    "events": "source_id",
+    "skipped_lines": "source_id",
+    "pending_patches": "source_id",
+}
+"""The tables a walled caller sees through a view, and the column naming each row's file."""
+_WALLED_META = (
+    "CREATE TEMP VIEW meta AS SELECT key, value FROM main.meta WHERE key <> 'passed_over' "
+    "UNION ALL SELECT 'passed_over', json_group_array(j.value) FROM main.meta m, json_each(m.value) j "
+    "WHERE m.key = 'passed_over' AND EXISTS (SELECT 1 FROM temp.walled_roots r "
+    "WHERE j.value = r.path OR substr(j.value, 1, length(r.path) + 1) = r.path || '/')"
+)
+"""``meta`` as a walled caller sees it: of the entries the last refresh passed over, those in its folders."""
 
 _EVENT_COLUMNS = (
     'e.id, s.path, e."offset", e.seq, e.shape, e.session, e.agent, e.tool, e.args, e.result,'
@@ -135,11 +162,15 @@ class Index:
     max_line_bytes: int = MAX_LINE_BYTES
     """The longest ledger line indexed; longer ones are skipped unread (see :mod:`~korg_bridge.lines`)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, walls: Walls | None = None) -> None:
         self.path = Path(path)
         self._last_sources: list[Path] | None = None
         self._identity: tuple[int, int] | None = None
         """``(st_dev, st_ino)`` of the file once proven ours: only that file is ever moved aside."""
+        self.walls = walls
+        """What a caller walled into its tenant may read (see the module docstring); None: all."""
+        self._walls_up = False
+        self._visible_fresh = False
         self._conn = self._open()
 
     # --- opening and recovery ------------------------------------------------------------------
@@ -251,6 +282,51 @@ class Index:
             self._conn.close()
         self._move_aside()
         self._conn = self._open()
+        self._walls_up = self._visible_fresh = False  # a new connection has no temporary tables
+
+    # --- walls ---------------------------------------------------------------------------------
+
+    def _wall_in(self) -> None:
+        """Put up the walls of a walled caller (see the module docstring) before a read: the
+        rows of the files its sources (and this call's) list now, and of files gone from under
+        them. The set is computed again only after a refresh; a write just took the views down."""
+        walls = self.walls
+        if walls is None or self._walls_up:
+            return
+        conn = self._conn
+        if not self._visible_fresh:
+            sources = [Path(source) for source in walls.sources] + list(self._last_sources or ())
+            listed = set(list_file_paths(sources, walls))
+            roots = list(dict.fromkeys(os.path.realpath(source) for source in sources))
+            visible = [
+                (source_id,)
+                for source_id, path in conn.execute("SELECT id, path FROM main.sources")
+                if path in listed or _gone_within(path, roots, walls)
+            ]
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS visible_sources (id INTEGER PRIMARY KEY)")
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS walled_roots (path TEXT PRIMARY KEY)")
+            conn.execute("DELETE FROM temp.visible_sources")
+            conn.execute("DELETE FROM temp.walled_roots")
+            conn.executemany("INSERT INTO temp.visible_sources (id) VALUES (?)", visible)
+            conn.executemany("INSERT INTO temp.walled_roots (path) VALUES (?)", [(root,) for root in roots])
+            self._visible_fresh = True
+        for table, key in _WALLED.items():
+            conn.execute(
+                f"CREATE TEMP VIEW {table} AS SELECT * FROM main.{table} "
+                f"WHERE {key} IN (SELECT id FROM temp.visible_sources)"
+            )
+        conn.execute(_WALLED_META)
+        self._walls_up = True
+
+    def _wall_down(self, *, stale: bool = False) -> None:
+        """Take the views down for a write (views cannot be written); ``stale``: the files
+        changed too (a refresh), so the next read computes what is visible anew."""
+        if self.walls is None:
+            return
+        for table in (*_WALLED, "meta"):
+            self._conn.execute(f"DROP VIEW IF EXISTS temp.{table}")
+        self._walls_up = False
+        self._visible_fresh = self._visible_fresh and not stale
 
     def _translate(self, exc: sqlite3.Error) -> KorgError:
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
@@ -273,6 +349,7 @@ class Index:
             KorgError: SQLite failed for another reason (e.g. locked past the busy timeout).
         """
         try:
+            self._wall_in()
             return work(self._conn)
         except sqlite3.Error as exc:
             if not _is_corrupt(exc):
@@ -281,6 +358,7 @@ class Index:
         if self._last_sources is not None:
             self.refresh(self._last_sources)
         try:
+            self._wall_in()
             return work(self._conn)
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
@@ -320,6 +398,7 @@ class Index:
             KorgError: the index stays locked past the busy timeout, or SQLite fails.
         """
         try:
+            self._wall_down()  # writes go to the tables; what a walled caller reads is read before
             with self._write() as conn:
                 yield conn
         except sqlite3.Error as exc:
@@ -361,7 +440,9 @@ class Index:
             batch_bytes=self.batch_bytes,
             worker_min_bytes=self.worker_min_bytes,
             max_line_bytes=self.max_line_bytes,
+            walls=self.walls,
         )
+        self._wall_down(stale=True)  # the refresh writes these tables, and changes what is visible
         report = refresher.run(sources, progress)
         self._note_refresh(report)
         return report
@@ -440,10 +521,26 @@ class Index:
         """Drop the events of every file marked gone; report the files and events removed.
 
         Raises:
+            UsageError: the caller is walled into its tenant.
             KorgError: the index stays locked past the busy timeout, or SQLite fails.
         """
+        if self.walls is not None:
+            raise UsageError(
+                "prune drops events from the recall index every tenant on this server shares, so "
+                "only the operator may run it (korg-recall prune --gone, on the server). "
+                "Nothing was dropped."
+            )
         with self.write() as conn:
             return prune_gone(conn)
+
+
+def _gone_within(path: str, roots: Sequence[str], walls: Walls) -> bool:
+    """Whether an indexed file no longer on disk was one the walls allow: under one of the
+    ``roots``, with no symlink on its way that still exists (a row indexed for someone else
+    through a link is not made visible by the link's target being deleted)."""
+    if not any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
+        return False
+    return not os.path.lexists(path) and os.path.realpath(path) == path and walls.allows(path)
 
 
 def _event_dict(row: tuple[Any, ...]) -> dict[str, Any]:

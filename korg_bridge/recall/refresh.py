@@ -49,7 +49,7 @@ from korg_bridge.recall.batches import (
     read_batches,
 )
 from korg_bridge.recall.rows import ROW_COLUMNS
-from korg_bridge.recall.sources import FileState, list_sources, stat_file
+from korg_bridge.recall.sources import FileState, Walls, list_sources, stat_file
 
 __all__ = ["RefreshReport", "Refresher", "delete_source_events", "plan"]
 
@@ -134,7 +134,8 @@ class Refresher:
 
     ``batch_bytes``, ``worker_min_bytes`` and ``max_line_bytes`` are the slice
     size, the size of work from which parsing moves to a worker process, and
-    the longest line read (tests lower them).
+    the longest line read (tests lower them). ``walls`` confine the listing of a
+    caller walled into its tenant (:class:`~korg_bridge.recall.sources.Walls`).
     """
 
     def __init__(
@@ -145,9 +146,11 @@ class Refresher:
         batch_bytes: int = BATCH_BYTES,
         worker_min_bytes: int = WORKER_MIN_BYTES,
         max_line_bytes: int = MAX_LINE_BYTES,
+        walls: Walls | None = None,
     ) -> None:
         self._conn = conn
         self._write = write
+        self._walls = walls
         self._batch_bytes = batch_bytes
         self._worker_min_bytes = worker_min_bytes
         self._max_line = max_line_bytes
@@ -193,7 +196,7 @@ class Refresher:
     def _survey(self, sources: Sequence[Path], report: RefreshReport) -> tuple[list[Work], list[str]]:
         """The files to read (new, changed, or back after being gone) and the stored ones now gone."""
         roots = [os.path.abspath(source) for source in sources]
-        listing = list_sources(sources)
+        listing = list_sources(sources, self._walls)
         report.files_passed_over = listing.passed_over
         listed = set(listing.files)
         known: dict[str, tuple[Any, ...]] = {

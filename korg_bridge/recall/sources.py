@@ -15,6 +15,11 @@ named explicitly that is neither a folder nor a regular file is a usage
 error naming it, and a folder scan passes over such entries (symlinks are
 followed, but never in a loop). Each file is checked again when it is
 opened (:mod:`korg_bridge.lines`), in case it was swapped meanwhile.
+
+A caller walled into its tenant (:mod:`korg_bridge.recall.tenant_history`) gets
+its sources from the operator instead, and its listings are confined
+(:class:`Walls`): every path is listed with its symlinks resolved, and a link
+that leads where the caller may not read is passed over, never followed.
 """
 
 from __future__ import annotations
@@ -25,14 +30,16 @@ import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from korg_bridge.errors import UsageError
 
 __all__ = [
     "FileState",
     "Listing",
+    "Walls",
     "default_sources",
+    "expand_path",
     "list_file_paths",
     "list_files",
     "missing_sources",
@@ -45,6 +52,20 @@ logger = logging.getLogger(__name__)
 ENV_LEDGER = "KORG_RECALL_LEDGER"
 
 
+class Walls(Protocol):
+    """What a caller walled into its tenant may read
+    (:class:`~korg_bridge.recall.tenant_history.TenantHistory`)."""
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """Where its history is: files and folders, every symlink resolved."""
+        ...
+
+    def allows(self, real: str) -> bool:
+        """Whether the file or folder at ``real`` (absolute, every symlink resolved) may be read."""
+        ...
+
+
 # --- which files -----------------------------------------------------------------------------------
 
 
@@ -53,7 +74,7 @@ def _home(env: Mapping[str, str]) -> Path:
     return Path(home) if home else Path.home()
 
 
-def _expand(raw: str, env: Mapping[str, str]) -> Path:
+def expand_path(raw: str, env: Mapping[str, str]) -> Path:
     """Expand ``~`` against ``env["HOME"]`` (not the process's) and make the path absolute."""
     # ``~user`` forms have no env equivalent: the process's own expansion handles them.
     path = _home(env) / raw[2:] if raw == "~" or raw.startswith("~/") else Path(os.path.expanduser(raw))
@@ -64,9 +85,9 @@ def default_sources(env: Mapping[str, str]) -> list[Path]:
     """Return the default places where agents leave ledgers (they need not exist)."""
     home = _home(env)
     claude = env.get("CLAUDE_CONFIG_DIR")
-    claude_dir = _expand(claude, env) if claude else home / ".claude"
+    claude_dir = expand_path(claude, env) if claude else home / ".claude"
     codex = env.get("CODEX_HOME")
-    codex_dir = _expand(codex, env) if codex else home / ".codex"
+    codex_dir = expand_path(codex, env) if codex else home / ".codex"
     found = [
         Path(os.path.abspath(home / ".korg" / "sessions")),
         Path(os.path.abspath(home / ".korg" / "claude-events.jsonl")),
@@ -105,7 +126,7 @@ def resolve_sources(ledgers: Sequence[str] | None, env: Mapping[str, str]) -> li
         raw = env[ENV_LEDGER].split(os.pathsep)
     else:
         return default_sources(env)
-    paths = [_expand(item.strip(), env) for item in raw if item.strip()]
+    paths = [expand_path(item.strip(), env) for item in raw if item.strip()]
     return list(dict.fromkeys(paths))
 
 
@@ -130,7 +151,7 @@ def _storable(path: str) -> bool:
     return True
 
 
-def _walk_jsonl(root: str, listing: Listing) -> Iterator[str]:
+def _walk_jsonl(root: str, listing: Listing, walls: Walls | None = None) -> Iterator[str]:
     """Yield ``*.jsonl`` files under ``root`` in sorted order, following symlinks but never looping.
 
     Order: a folder's files (sorted by name), then each subfolder (sorted) in turn, depth
@@ -139,6 +160,11 @@ def _walk_jsonl(root: str, listing: Listing) -> Iterator[str]:
     query lists the ledgers anew, so this is on the latency path. ``is_file`` follows a
     symlink and is False for anything but a regular file, so FIFOs, devices and sockets
     are passed over (and noted in ``listing``).
+
+    With ``walls`` (``root`` then has its symlinks resolved), a symlink is followed only
+    where the walls allow, and as its target, so every path yielded is resolved too; a link
+    the walls refuse is passed over, any other entry they refuse left out unnamed. Only
+    links cost a ``realpath``.
     """
     seen: set[tuple[int, int]] = set()
     stack = [root]
@@ -159,14 +185,29 @@ def _walk_jsonl(root: str, listing: Listing) -> Iterator[str]:
             continue
         subfolders: list[str] = []
         for entry in entries:
+            path = entry.path
+            if walls is not None:
+                link = _is_link(entry)
+                path = os.path.realpath(path) if link else path
+                if not walls.allows(path):
+                    if link:  # a link leading out: worth telling; a file never read: not even named
+                        listing.passed_over.append(entry.path)
+                    continue
             if _is_dir(entry):
-                subfolders.append(entry.path)
+                subfolders.append(path)
             elif entry.name.endswith(".jsonl"):
-                if _is_file(entry) and _storable(entry.path):
-                    yield entry.path
+                if _is_file(entry) and _storable(path):
+                    yield path
                 else:
                     listing.passed_over.append(entry.path)
         stack.extend(reversed(subfolders))
+
+
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return False
 
 
 def _name(entry: os.DirEntry[str]) -> str:
@@ -187,7 +228,7 @@ def _is_file(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def list_sources(sources: Sequence[Path]) -> Listing:
+def list_sources(sources: Sequence[Path], walls: Walls | None = None) -> Listing:
     """Expand sources into ledger files: files as given, folders scanned recursively for ``*.jsonl``.
 
     A file named explicitly is taken whatever its suffix. Missing paths are
@@ -197,6 +238,9 @@ def list_sources(sources: Sequence[Path]) -> Listing:
     3.11, about what the ``stat`` it is made for costs: on a history of
     thousands of files, every query would pay that twice over).
 
+    With ``walls``, sources and files are listed with their symlinks resolved, and what the
+    walls refuse is left out (see :func:`_walk_jsonl`).
+
     Raises:
         UsageError: a source exists but is neither a folder nor a regular file.
     """
@@ -204,12 +248,16 @@ def list_sources(sources: Sequence[Path]) -> Listing:
     files: dict[str, None] = {}
     for source in sources:
         root = os.path.abspath(source)
+        if walls is not None:
+            root = os.path.realpath(root)
+            if not walls.allows(root):
+                continue
         try:
             mode = os.stat(root).st_mode
         except OSError:
             continue
         if stat.S_ISDIR(mode):
-            files.update(dict.fromkeys(_walk_jsonl(root, listing)))
+            files.update(dict.fromkeys(_walk_jsonl(root, listing, walls)))
         elif stat.S_ISREG(mode) and _storable(root):
             files[root] = None
         else:
@@ -221,13 +269,13 @@ def list_sources(sources: Sequence[Path]) -> Listing:
     return listing
 
 
-def list_file_paths(sources: Sequence[Path]) -> list[str]:
+def list_file_paths(sources: Sequence[Path], walls: Walls | None = None) -> list[str]:
     """The files of :func:`list_sources`.
 
     Raises:
         UsageError: a source exists but is neither a folder nor a regular file.
     """
-    return list_sources(sources).files
+    return list_sources(sources, walls).files
 
 
 def list_files(sources: Sequence[Path]) -> list[Path]:

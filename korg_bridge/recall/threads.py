@@ -152,6 +152,11 @@ def last_thread(env: Mapping[str, str], root: str) -> tuple[Thread | None, str |
     path = index_path(env)
     if not path.exists():
         return None, "no history indexed yet: run `korg-recall index` once to add the last session here"
+    from korg_bridge.recall.tenant_history import history_of
+
+    walls = history_of(env)
+    if walls is not None:  # a tenant's brief: its history as indexed, through the index's walls
+        return _walled_thread(path, walls, root)
     folders = project_transcript_folders(env, root)
     try:
         conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5.0)
@@ -168,6 +173,19 @@ def last_thread(env: Mapping[str, str], root: str) -> tuple[Thread | None, str |
     try:
         with Index(path) as index:
             index.refresh(folders)
+            return index.read(lambda conn: _read(conn, root)), None
+    except KorgError as exc:
+        return None, f"history not read: {exc.message}"
+
+
+def _walled_thread(path: Path, walls: Any, root: str) -> tuple[Thread | None, str | None]:
+    """The last thread among the events a walled caller may see; nothing is refreshed, since
+    this machine's transcript folders are not the caller's (its own are, by ``index``/``recall``)."""
+    from korg_bridge.errors import KorgError
+    from korg_bridge.recall.index import Index
+
+    try:
+        with Index(path, walls) as index:
             return index.read(lambda conn: _read(conn, root)), None
     except KorgError as exc:
         return None, f"history not read: {exc.message}"

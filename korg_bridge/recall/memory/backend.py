@@ -35,6 +35,7 @@ from korg_bridge.errors import ConfigError, NetworkError
 
 __all__ = [
     "ENV_STORE",
+    "TENANTS_DIR",
     "ConnectionDropped",
     "FullText",
     "Location",
@@ -52,6 +53,8 @@ logger = logging.getLogger(__name__)
 
 ENV_STORE = "KORG_RECALL_STORE"
 _URL_SCHEMES = ("postgresql://", "postgres://")
+TENANTS_DIR = "tenants"
+"""Beside a SQLite store: one folder per tenant, each holding that tenant's store (see :func:`location`)."""
 
 _T = TypeVar("_T")
 
@@ -225,8 +228,14 @@ def location(env: Mapping[str, str]) -> Location:
     """Where the store is: ``$KORG_RECALL_STORE`` (a path or a ``postgresql://`` URL), else the
     default file (see :func:`.store.default_store_path`).
 
+    A SQLite file is one person's, so a bridge's caller with a tenant (``KORG_BRIDGE_TENANT``,
+    :mod:`.tenancy`) gets a file of its own beside it, ``tenants/<tenant>/<name>``, with its own
+    mirror, log and backups: two tenants served by one bridge never share memories, in a team
+    store or not. (``KORG_RECALL_TENANT`` names a team store's tenant: a person at a terminal
+    with it set still uses the file named.)
+
     Raises:
-        ConfigError: a URL of another scheme.
+        ConfigError: a URL of another scheme; a malformed tenant name.
     """
     raw = env.get(ENV_STORE, "").strip()
     if raw.startswith(_URL_SCHEMES):
@@ -238,8 +247,11 @@ def location(env: Mapping[str, str]) -> Location:
             "postgresql:// URL. Set it to one of those, or unset it for the default file."
         )
     from korg_bridge.recall.memory.store import default_store_path
+    from korg_bridge.recall.memory.tenancy import ENV_BRIDGE_TENANT, tenant_from
 
-    return Location(path=default_store_path(env))
+    path = default_store_path(env)
+    tenant = tenant_from(env) if env.get(ENV_BRIDGE_TENANT, "").strip() else None
+    return Location(path=path if tenant is None else path.parent / TENANTS_DIR / tenant / path.name)
 
 
 def store_exists(env: Mapping[str, str]) -> bool:

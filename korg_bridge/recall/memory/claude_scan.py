@@ -39,7 +39,8 @@ __all__ = [
 
 def reading_on(ctx: Context) -> bool:
     """Whether Claude Code's files are taken in: on unless ``KORG_RECALL_CLAUDE_MEMORY=0``, and
-    never under ``KORG_RECALL_WRITES=off`` (taking a change in is a write).
+    never under ``KORG_RECALL_WRITES=off`` (taking a change in is a write) nor for a caller
+    walled into its tenant (:func:`~korg_bridge.recall.memory.tenancy.walled`).
 
     Raises:
         ConfigError: ``KORG_RECALL_CLAUDE_MEMORY`` is not a yes/no value.
@@ -49,7 +50,13 @@ def reading_on(ctx: Context) -> bool:
         raise ConfigError(
             f"{ENV_CLAUDE_MEMORY}={ctx.env[ENV_CLAUDE_MEMORY]!r} is not a yes/no value. Set it to 1 or 0."
         )
-    return raw not in ("0", "false", "no", "off") and ctx.writes != "off"
+    if raw in ("0", "false", "no", "off") or ctx.writes == "off":
+        return False
+    from korg_bridge.recall.memory.tenancy import walled
+
+    # A caller walled into its tenant (over HTTP) is not this machine's user: Claude Code's
+    # folders here, and a CLAUDE.md at any path it names, are not its to read.
+    return not walled(ctx.env)
 
 
 @dataclass(slots=True)

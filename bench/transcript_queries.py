@@ -29,7 +29,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import _common as common
 import recall_bench as rb

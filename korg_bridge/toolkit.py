@@ -179,6 +179,18 @@ class _Parser(argparse.ArgumentParser):
         raise usage_error(self.prog, message)
 
 
+def _help_text(text: str | None) -> str | None:
+    """A description as argparse help. argparse %-formats every help string (for ``%(default)s``), so
+    a schema's literal ``%`` ("90 % of events") must be doubled, or ``--help`` raises a TypeError."""
+    return None if text is None else text.replace("%", "%%")
+
+
+def _description_text(text: str | None) -> str | None:
+    """A description as an argparse parser description, which argparse %-formats only when it holds
+    ``%(prog)``: then every ``%`` is doubled, as in :func:`_help_text`; otherwise it is printed as is."""
+    return text.replace("%", "%%") if text is not None and "%(prog)" in text else text
+
+
 def _primary_type(schema: Mapping[str, Any]) -> str | None:
     kind = schema.get("type")
     if isinstance(kind, list):
@@ -263,14 +275,14 @@ def add_schema_arguments(parser: argparse.ArgumentParser, schema: Mapping[str, A
     for prop, sub in props.items():
         flag = flag_name(prop)
         sub = sub if isinstance(sub, dict) else {}
-        help_text = sub.get("description")
+        shown = _help_text(sub.get("description") if isinstance(sub.get("description"), str) else None)
         kind = "array" if _allows_array(sub) else _primary_type(sub)
         if kind == "boolean":
-            parser.add_argument(flag, dest=prop, action="store_true", default=None, help=help_text)
+            parser.add_argument(flag, dest=prop, action="store_true", default=None, help=shown)
         elif kind == "array":
-            parser.add_argument(flag, dest=prop, action="append", default=None, help=help_text)
+            parser.add_argument(flag, dest=prop, action="append", default=None, help=shown)
         else:
-            parser.add_argument(flag, dest=prop, default=None, help=help_text)
+            parser.add_argument(flag, dest=prop, default=None, help=shown)
 
 
 def convert_arguments(schema: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -422,7 +434,7 @@ class Toolkit:
     def parser(self, commands: Sequence[Command] | None = None) -> argparse.ArgumentParser:
         """The argparse tree: one nested subcommand per command_id segment
         (of ``commands``, by default all of them)."""
-        root = _Parser(prog=self.binary, description=self.description, allow_abbrev=False)
+        root = _Parser(prog=self.binary, description=_description_text(self.description), allow_abbrev=False)
         root.add_argument("--introspect", action="store_true", help="print the korg:introspect@v1 document")
         root.add_argument("--version", action="store_true", help="print the version")
         root.add_argument(
@@ -444,8 +456,8 @@ class Toolkit:
                 is_leaf = depth == len(path)
                 child = subparsers[parent].add_parser(
                     prefix[-1],
-                    help=command.description.split(". ")[0] if is_leaf else None,
-                    description=command.description if is_leaf else None,
+                    help=_help_text(command.description.split(". ")[0]) if is_leaf else None,
+                    description=_description_text(command.description) if is_leaf else None,
                     allow_abbrev=False,
                 )
                 parsers[prefix] = child

@@ -64,8 +64,15 @@ stops; 2, 3 and 7 keep their meanings (bad arguments, an unreadable file, a miss
 
 def _show_secrets() -> bool:
     """The operator's switch, from the environment only: a tool argument could be set by a model
-    that read an injected instruction in recalled text."""
-    return _env().get("KORG_RECALL_ALLOW_SECRETS", "").strip().lower() in ("1", "true", "yes")
+    that read an injected instruction in recalled text.
+
+    Raises:
+        ConfigError: ``KORG_RECALL_ALLOW_SECRETS`` is not a yes/no value.
+    """
+    from korg_bridge.recall.memory.scopes import ENV_ALLOW_SECRETS
+    from korg_bridge.switches import switch
+
+    return switch(_env(), ENV_ALLOW_SECRETS, False)
 
 
 def _open_index() -> Any:

@@ -53,6 +53,8 @@ Handler = Callable[[dict[str, Any]], "int | None"]
 
 USER_INTERRUPT = 6
 """``error.user_interrupt`` in the exit-code table."""
+DEFAULT_ON_INTERRUPT = "nothing is left half-done: run it again to finish."
+"""A callable's :attr:`Command.on_interrupt` unless it says more."""
 
 
 @dataclass(slots=True)
@@ -74,6 +76,8 @@ class Command:
     cli_properties: dict[str, Any] = field(default_factory=dict)
     """Flags only the command line takes (JSON Schema properties kept out of ``input_schema``, so
     no tool call can pass them): acts reserved for a person at a terminal."""
+    on_interrupt: str = DEFAULT_ON_INTERRUPT
+    """What a person who pressed Ctrl-C needs to know next: what was kept, and what the next run does."""
 
     def cli_schema(self) -> dict[str, Any]:
         """``input_schema`` plus :attr:`cli_properties`: what the command line parses and checks."""
@@ -362,6 +366,7 @@ class Toolkit:
         positional: str | None = None,
         surfaces: Sequence[str] = ("cli", "mcp"),
         cli_properties: Mapping[str, Any] | None = None,
+        on_interrupt: str = DEFAULT_ON_INTERRUPT,
         **capabilities: Any,
     ) -> Callable[[Handler], Handler]:
         """Declare a callable; the decorated function receives the parsed arguments
@@ -371,7 +376,8 @@ class Toolkit:
         also takes as bare words (see the module docstring). ``surfaces=["cli"]``
         declares a command-line-only callable (marked ``cli_only``: the bridge does
         not serve it); ``cli_properties`` are flags the command line takes but
-        ``input_schema`` leaves out.
+        ``input_schema`` leaves out. ``on_interrupt`` ends the one line a Ctrl-C
+        prints (``BINARY: interrupted: COMMAND stopped; …``): what the next run does.
 
         Raises:
             ValueError: ``positional`` is not a string or array property, or the
@@ -410,6 +416,7 @@ class Toolkit:
                     positional=positional,
                     surfaces=tuple(surfaces),
                     cli_properties=dict(cli_properties or {}),
+                    on_interrupt=on_interrupt,
                 )
             )
             return handler
@@ -551,7 +558,13 @@ class Toolkit:
                 self.parser().print_help(sys.stderr)
                 return 2
             command, args = self.parse(args_in)
-            code = command.handler(self.with_defaults(command, args))
+            try:
+                code = command.handler(self.with_defaults(command, args))
+            except KeyboardInterrupt:
+                # One line for the person who pressed Ctrl-C (run_guarded stays quiet for the rest).
+                name = " ".join(self._path(command))
+                sys.stderr.write(f"\n{self.binary}: interrupted: {name} stopped; {command.on_interrupt}\n")
+                return USER_INTERRUPT
             sys.stdout.flush()
             return int(code or 0)
         except SystemExit as exc:  # argparse --help

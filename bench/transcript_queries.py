@@ -203,6 +203,9 @@ def render(outcomes: list[Outcome], model: str, where: common.Machine, args: lis
     notes = []
     if baseline is not None:
         notes.append(f"*Before*: {baseline['label']}.")
+    for mode in MODES:
+        missed = [o.query.id for o in outcomes if o.ranks[mode] is None]
+        notes.append(f"Not in {mode}'s top five: {', '.join(f'`{m}`' for m in missed) or 'none'}.")
     notes.append("Rank of the first target per query (`-`: not in the top five):\n\n" + per_query)
     return common.section_body(
         "Recall on real transcripts (`bench/transcript_queries.py`)",

@@ -232,23 +232,28 @@ def write_text(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_QUERY_HEADINGS = {
+    "confirm": "{count} {query!r}:",
+    "no_match": "no memory matches {query!r}; nothing changed.",
+    "too_many": "too many memories match {query!r}; nothing changed:",
+    "expired": "the confirmation expired; nothing changed. {count} {query!r}:",
+    "changed": "the matches changed since; nothing changed. {count} {query!r} now:",
+}
+"""``forget`` by query: the first line of each answer that changed nothing."""
+
+
 def forget_text(result: Mapping[str, Any]) -> str:
     """``forget``: what was retired or purged, or the matches a query found and what to do next."""
     status = result.get("status")
     if status == "cancelled":
         return "cancelled: nothing changed."
-    if status in ("confirm", "expired", "changed", "too_many", "no_match"):
+    if status in _QUERY_HEADINGS:
         matches = result.get("matches") or []
-        lines = [
-            f"{status.replace('_', ' ')}: {len(matches)} memor{'y' if len(matches) == 1 else 'ies'} match {result.get('query')!r}"
-        ]
+        count = f"{len(matches)} {'memory matches' if len(matches) == 1 else 'memories match'}"
+        lines = [_QUERY_HEADINGS[status].format(count=count, query=result.get("query"))]
         if matches:
-            lines.append(
-                table(
-                    ["ID", "TYPE", "SCOPE", "TITLE"],
-                    [[m["id"], m["type"], m["scope"], m["title"]] for m in matches],
-                )
-            )
+            rows = [[m["id"], m["type"], m["scope"], m["title"]] for m in matches]
+            lines.append(table(["ID", "TYPE", "SCOPE", "TITLE"], rows))
         if result.get("note"):
             lines.append(f"note: {result['note']}")
         return "\n".join(lines)

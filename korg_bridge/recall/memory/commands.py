@@ -288,7 +288,7 @@ def forget_cmd(args: dict[str, Any]) -> int:
             return 0
         result = forget(store, acting, args)
         if person and result.get("status") == "confirm":  # by query: the matches, then one question
-            sys.stderr.write(terminal.forget_text({**result, "note": None}) + "\n")
+            sys.stderr.write(terminal.clean(terminal.forget_text({**result, "note": None})) + "\n")
             count = len(result["matches"])
             if not terminal.confirm(
                 f"{result['mode'].capitalize()} {'this memory' if count == 1 else f'these {count} memories'}?"

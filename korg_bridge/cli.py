@@ -26,7 +26,7 @@ from .discovery import DEFAULT_DISCOVERY_TIMEOUT, discover
 from .errors import UsageError
 from .invocation import DEFAULT_CALL_TIMEOUT
 from .policy import ENV_VAR, Policy
-from .toolkit import USER_INTERRUPT, _unknown_words, run_guarded, usage_error
+from .toolkit import USER_INTERRUPT, unknown_words, run_guarded, usage_error
 from .toolnames import NAME_STYLES
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         if message.startswith(_UNRECOGNIZED):
             known = [flag for action in self._actions for flag in action.option_strings]
-            problems = _unknown_words(message.removeprefix(_UNRECOGNIZED).split(), known)
+            problems = unknown_words(message.removeprefix(_UNRECOGNIZED).split(), known)
             raise UsageError(f"{'; '.join(problems)}. See '{self.prog} --help'.")
         raise usage_error(self.prog, message)
 

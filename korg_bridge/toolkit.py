@@ -53,6 +53,8 @@ Handler = Callable[[dict[str, Any]], "int | None"]
 
 USER_INTERRUPT = 6
 """``error.user_interrupt`` in the exit-code table."""
+DEFAULT_ON_INTERRUPT = "nothing is left half-done: run it again to finish."
+"""A callable's :attr:`Command.on_interrupt` unless it says more."""
 
 
 @dataclass(slots=True)
@@ -74,6 +76,8 @@ class Command:
     cli_properties: dict[str, Any] = field(default_factory=dict)
     """Flags only the command line takes (JSON Schema properties kept out of ``input_schema``, so
     no tool call can pass them): acts reserved for a person at a terminal."""
+    on_interrupt: str = DEFAULT_ON_INTERRUPT
+    """What a person who pressed Ctrl-C needs to know next: what was kept, and what the next run does."""
 
     def cli_schema(self) -> dict[str, Any]:
         """``input_schema`` plus :attr:`cli_properties`: what the command line parses and checks."""
@@ -179,6 +183,18 @@ class _Parser(argparse.ArgumentParser):
         raise usage_error(self.prog, message)
 
 
+def _help_text(text: str | None) -> str | None:
+    """A description as argparse help. argparse %-formats every help string (for ``%(default)s``), so
+    a schema's literal ``%`` ("90 % of events") must be doubled, or ``--help`` raises a TypeError."""
+    return None if text is None else text.replace("%", "%%")
+
+
+def _description_text(text: str | None) -> str | None:
+    """A description as an argparse parser description, which argparse %-formats only when it holds
+    ``%(prog)``: then every ``%`` is doubled, as in :func:`_help_text`; otherwise it is printed as is."""
+    return text.replace("%", "%%") if text is not None and "%(prog)" in text else text
+
+
 def _primary_type(schema: Mapping[str, Any]) -> str | None:
     kind = schema.get("type")
     if isinstance(kind, list):
@@ -263,14 +279,14 @@ def add_schema_arguments(parser: argparse.ArgumentParser, schema: Mapping[str, A
     for prop, sub in props.items():
         flag = flag_name(prop)
         sub = sub if isinstance(sub, dict) else {}
-        help_text = sub.get("description")
+        shown = _help_text(sub.get("description") if isinstance(sub.get("description"), str) else None)
         kind = "array" if _allows_array(sub) else _primary_type(sub)
         if kind == "boolean":
-            parser.add_argument(flag, dest=prop, action="store_true", default=None, help=help_text)
+            parser.add_argument(flag, dest=prop, action="store_true", default=None, help=shown)
         elif kind == "array":
-            parser.add_argument(flag, dest=prop, action="append", default=None, help=help_text)
+            parser.add_argument(flag, dest=prop, action="append", default=None, help=shown)
         else:
-            parser.add_argument(flag, dest=prop, default=None, help=help_text)
+            parser.add_argument(flag, dest=prop, default=None, help=shown)
 
 
 def convert_arguments(schema: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -296,7 +312,7 @@ def convert_arguments(schema: Mapping[str, Any], raw: Mapping[str, Any]) -> tupl
     return args, problems
 
 
-def _unknown_words(words: Sequence[str], known: Collection[str]) -> list[str]:
+def unknown_words(words: Sequence[str], known: Collection[str]) -> list[str]:
     """One message per word argparse could not place: an unknown option (its value skipped) or a stray word."""
     problems: list[str] = []
     after_option = False
@@ -350,6 +366,7 @@ class Toolkit:
         positional: str | None = None,
         surfaces: Sequence[str] = ("cli", "mcp"),
         cli_properties: Mapping[str, Any] | None = None,
+        on_interrupt: str = DEFAULT_ON_INTERRUPT,
         **capabilities: Any,
     ) -> Callable[[Handler], Handler]:
         """Declare a callable; the decorated function receives the parsed arguments
@@ -359,7 +376,8 @@ class Toolkit:
         also takes as bare words (see the module docstring). ``surfaces=["cli"]``
         declares a command-line-only callable (marked ``cli_only``: the bridge does
         not serve it); ``cli_properties`` are flags the command line takes but
-        ``input_schema`` leaves out.
+        ``input_schema`` leaves out. ``on_interrupt`` ends the one line a Ctrl-C
+        prints (``BINARY: interrupted: COMMAND stopped; …``): what the next run does.
 
         Raises:
             ValueError: ``positional`` is not a string or array property, or the
@@ -398,6 +416,7 @@ class Toolkit:
                     positional=positional,
                     surfaces=tuple(surfaces),
                     cli_properties=dict(cli_properties or {}),
+                    on_interrupt=on_interrupt,
                 )
             )
             return handler
@@ -422,7 +441,7 @@ class Toolkit:
     def parser(self, commands: Sequence[Command] | None = None) -> argparse.ArgumentParser:
         """The argparse tree: one nested subcommand per command_id segment
         (of ``commands``, by default all of them)."""
-        root = _Parser(prog=self.binary, description=self.description, allow_abbrev=False)
+        root = _Parser(prog=self.binary, description=_description_text(self.description), allow_abbrev=False)
         root.add_argument("--introspect", action="store_true", help="print the korg:introspect@v1 document")
         root.add_argument("--version", action="store_true", help="print the version")
         root.add_argument(
@@ -444,8 +463,8 @@ class Toolkit:
                 is_leaf = depth == len(path)
                 child = subparsers[parent].add_parser(
                     prefix[-1],
-                    help=command.description.split(". ")[0] if is_leaf else None,
-                    description=command.description if is_leaf else None,
+                    help=_help_text(command.description.split(". ")[0]) if is_leaf else None,
+                    description=_description_text(command.description) if is_leaf else None,
                     allow_abbrev=False,
                 )
                 parsers[prefix] = child
@@ -481,7 +500,7 @@ class Toolkit:
         command: Command | None = getattr(namespace, "_command", None)
         if command is None:
             if extra:
-                raise UsageError(f"{'; '.join(_unknown_words(extra, ()))}. See '{self.binary} --help'.")
+                raise UsageError(f"{'; '.join(unknown_words(extra, ()))}. See '{self.binary} --help'.")
             raise UsageError(f"missing command. See '{self.binary} --help'.")
         schema = command.cli_schema()
         props = schema.get("properties") or {}
@@ -500,7 +519,7 @@ class Toolkit:
                 raw[name] = bare[0]
         args, problems = convert_arguments(schema, raw)
         problems += check_arguments(schema, args, skip=raw.keys() - args.keys())
-        problems += _unknown_words(extra, [flag_name(name) for name in props])
+        problems += unknown_words(extra, [flag_name(name) for name in props])
         if problems:
             prog = " ".join([self.binary, *self._path(command)])
             raise UsageError(f"invalid arguments for {prog}: {'; '.join(problems)}. See '{prog} --help'.")
@@ -539,7 +558,13 @@ class Toolkit:
                 self.parser().print_help(sys.stderr)
                 return 2
             command, args = self.parse(args_in)
-            code = command.handler(self.with_defaults(command, args))
+            try:
+                code = command.handler(self.with_defaults(command, args))
+            except KeyboardInterrupt:
+                # One line for the person who pressed Ctrl-C (run_guarded stays quiet for the rest).
+                name = " ".join(self._path(command))
+                sys.stderr.write(f"\n{self.binary}: interrupted: {name} stopped; {command.on_interrupt}\n")
+                return USER_INTERRUPT
             sys.stdout.flush()
             return int(code or 0)
         except SystemExit as exc:  # argparse --help

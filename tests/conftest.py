@@ -14,6 +14,13 @@ from _sqlite import close_all
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_BINS = REPO / "fixture_bins"
 PEERS = REPO.parent / "shared" / "peers"
+PEERS_MISSING = "optional peer data not found"
+"""What every skip for absent peer data says: the phrase the README promises."""
+
+
+def peers_missing(path: Path) -> str:
+    """The skip reason of a test that needs the peer data at ``path``."""
+    return f"{PEERS_MISSING} ({path}); these tests need it"
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +53,7 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 @pytest.fixture
 def peers() -> Path:
     if not PEERS.is_dir():
-        pytest.skip("optional peer data not found (../shared/peers); these tests need it")
+        pytest.skip(peers_missing(PEERS))
     return PEERS
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import peers_missing
 
 from korg_bridge.errors import ConfigError, KorgError
 from korg_bridge.ledger import (
@@ -30,15 +31,13 @@ VECTORS_DIR = PEERS / "ledgers" / "korg-ledger-v1"
 SESSIONS_DIR = PEERS / "ledgers" / "sessions"
 CONFORMANCE_KEY = b"korg-conformance-key"
 
-needs_peers = pytest.mark.skipif(
-    not VECTORS_DIR.is_dir(), reason=f"ground-truth folder {PEERS} is absent (peer ledgers not mounted)"
-)
+needs_peers = pytest.mark.skipif(not VECTORS_DIR.is_dir(), reason=peers_missing(VECTORS_DIR))
 
 
 def _vectors() -> list[Any]:
     conformance = VECTORS_DIR / "conformance.json"
     if not conformance.is_file():
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{conformance} is absent"))]
+        return [pytest.param(None, marks=pytest.mark.skip(reason=peers_missing(conformance)))]
     vectors = json.loads(conformance.read_text())["vectors"]
     return [pytest.param(vector, id=vector["file"]) for vector in vectors]
 

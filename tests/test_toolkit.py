@@ -121,3 +121,27 @@ def test_toolkit_import_stays_light() -> None:
     code = "import sys, korg_bridge.toolkit; print(sorted(m for m in ('jsonschema', 'mcp', 'anyio') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "text", ["At least 90 % of events.", "100%", "%(prog)s and 50 %", "%o %d %(default)s %%"]
+)
+def test_help_shows_descriptions_with_percent_signs_as_written(
+    text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kit = Toolkit("pct", "1.0", description=f"Root: {text}")
+
+    @kit.command(
+        "pct.run",
+        description=f"Run it. {text}",
+        input_schema={"type": "object", "properties": {"level": {"type": "string", "description": text}}},
+        side_effects="none",
+        output_mode="stream",
+    )
+    def run(args: dict[str, Any]) -> int:
+        return 0
+
+    for argv in (["--help"], ["run", "--help"]):
+        assert kit.main(argv) == 0
+        out = capsys.readouterr().out
+        assert " ".join(text.split()) in " ".join(out.split()), out

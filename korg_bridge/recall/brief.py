@@ -233,7 +233,7 @@ def build_brief(
     if note:
         notes.append(note)
     if thread is not None and (thread.prompt or thread.reply):
-        hide = env.get("KORG_RECALL_ALLOW_SECRETS", "").strip().lower() not in ("1", "true", "yes")
+        hide = not ctx.allow_secrets
         thread_lines = ["Where the last session left off:", *_thread_lines(thread, ctx.now, hide)]
     reserve = min(tokens("\n".join(thread_lines) + "\n"), int(budget * THREAD_SHARE)) if thread_lines else 0
     reserve += tokens(_more(99999)) + 1  # the line saying how many were left out always fits

@@ -32,6 +32,7 @@ from korg_bridge.errors import UsageError
 from korg_bridge.recall.limits import check_query, check_source_count
 from korg_bridge.recall.modes import SEMANTIC_MODES, auto_mode, load_for_mode, resolve_mode
 from korg_bridge.recall.schemas import (
+    JSON_CLI_FLAG,
     LEDGER_PROP,
     RECALL_KINDS,
     RECALL_SCHEMA,
@@ -57,6 +58,9 @@ def _env() -> Mapping[str, str]:
     return os.environ
 
 
+RESUMES = "what it indexed (and embedded) is kept, and the next run resumes where this one stopped."
+"""What Ctrl-C during a refresh or an embedding pass leaves: each slice is committed as it is done."""
+
 NOT_INTACT = 1
 """``verify``'s exit code for a ledger that is not intact (``error.generic``), so ``verify && deploy``
 stops; 2, 3 and 7 keep their meanings (bad arguments, an unreadable file, a missing extra)."""
@@ -64,8 +68,15 @@ stops; 2, 3 and 7 keep their meanings (bad arguments, an unreadable file, a miss
 
 def _show_secrets() -> bool:
     """The operator's switch, from the environment only: a tool argument could be set by a model
-    that read an injected instruction in recalled text."""
-    return _env().get("KORG_RECALL_ALLOW_SECRETS", "").strip().lower() in ("1", "true", "yes")
+    that read an injected instruction in recalled text.
+
+    Raises:
+        ConfigError: ``KORG_RECALL_ALLOW_SECRETS`` is not a yes/no value.
+    """
+    from korg_bridge.recall.memory.scopes import ENV_ALLOW_SECRETS
+    from korg_bridge.switches import switch
+
+    return switch(_env(), ENV_ALLOW_SECRETS, False)
 
 
 def _walls() -> Any:
@@ -150,19 +161,21 @@ def _flatten(text: str) -> str:
     input_schema=RECALL_SCHEMA,
     side_effects="fs_read",
     output_mode="stream",
+    on_interrupt=RESUMES,
 )
 def recall(args: dict[str, Any]) -> int:
     args["kinds"] = list(dict.fromkeys(args.get("kinds") or RECALL_KINDS))
+    check_query(args["query"])
     if "history" not in args["kinds"]:  # memories only: the history index and its modules stay unloaded
         from korg_bridge.recall.memory.recall_view import recall_memories
 
+        _check_project(args, None)
         return recall_memories(args, _env())
     from korg_bridge.recall.context import context_fields, context_tokens
     from korg_bridge.recall.search import search
     from korg_bridge.recall.timeparse import parse_time
     from korg_bridge.redact import redact
 
-    check_query(args["query"])
     weights: Weights | None = None
     if args.get("weights") is not None:  # validated even when the mode ignores them
         from korg_bridge.recall.semantic import parse_weights
@@ -170,9 +183,10 @@ def recall(args: dict[str, Any]) -> int:
         weights = parse_weights(args["weights"])
     since = parse_time(args["since"]) if args.get("since") else None
     until = parse_time(args["until"], end_of_day=True) if args.get("until") else None
-    memory = _memory_section(args)  # memories first, in their own block: recall/memory/recall_view.py
     walls = _walls()
     sources, missing = _sources(args, walls)
+    _check_project(args, sources, walls)
+    memory = _memory_section(args)  # memories first, in their own block: recall/memory/recall_view.py
     env = _env()
     mode = args["mode"]
     used = resolve_mode(mode, env)
@@ -323,14 +337,55 @@ def _continues(embedding: Mapping[str, Any]) -> str:
     return "run `korg-recall index` to embed them."
 
 
-def _project(args: Mapping[str, Any]) -> str | None:
-    """The project root a ``project`` argument names (its git root), or None."""
+def _project_path(args: Mapping[str, Any]) -> str | None:
+    """The folder a ``project`` argument names, absolute, or None (every project)."""
     raw = args.get("project")
     if not raw or not str(raw).strip():
         return None
+    return os.path.abspath(os.path.expanduser(str(raw).strip()))
+
+
+def _project(args: Mapping[str, Any]) -> str | None:
+    """The project root a ``project`` argument names (its git root), or None."""
+    path = _project_path(args)
+    if path is None:
+        return None
     from korg_bridge.recall.project import project_root
 
-    return project_root(os.path.abspath(os.path.expanduser(str(raw).strip())))
+    return project_root(path)
+
+
+def _check_project(args: Mapping[str, Any], sources: Sequence[Path] | None, walls: Any = None) -> None:
+    """Refuse a ``project`` that names nothing, before anything is searched: a folder that is not here,
+    that no indexed session ran in (when history is searched: ``sources`` given) and that holds no
+    memories (when memories are). A project can be absent and still real: sessions copied from another
+    machine keep their folders, and a deleted project keeps its memories.
+
+    Raises:
+        UsageError: the project is neither a folder here, nor one the index or the memory store knows.
+    """
+    path = _project_path(args)
+    if path is None or os.path.exists(path):
+        return
+    from korg_bridge.recall.project import project_root
+
+    root = project_root(path)
+    if sources is not None:
+        from korg_bridge.recall.stats import has_project
+
+        with _open_index(walls) as index:  # a walled caller learns only of its own projects
+            index.refresh(sources)
+            if index.read(lambda conn: has_project(conn, root)):
+                return
+    if "memory" in args["kinds"] and not args.get("scope"):
+        from korg_bridge.recall.memory.stats import has_scope
+
+        if has_scope(_env(), f"project:{root}"):
+            return
+    raise UsageError(
+        f"--project {path}: no such folder here, and nothing recorded in it. Pass an existing folder (its "
+        "git repository is the project), or leave --project out to search every project."
+    )
 
 
 @kit.command(
@@ -414,6 +469,8 @@ def _explain(index: Any, query: str, events: list[dict[str, Any]], raw_weights: 
     side_effects="fs_read",
     output_mode="envelope",
     long_running=True,
+    cli_properties=JSON_CLI_FLAG,
+    on_interrupt=RESUMES,
 )
 def index_cmd(args: dict[str, Any]) -> int:
     from korg_bridge.recall.embed import load_embedder, model_available
@@ -441,7 +498,9 @@ def index_cmd(args: dict[str, Any]) -> int:
             coverage = _coverage(index, env)
             if coverage is not None:
                 out["embedding"] = _embedding_info(index, coverage, env)
-    _print_json({"index": path, **vars(report), **out})
+    from korg_bridge.recall.terminal import emit, index_text
+
+    emit({"index": path, **vars(report), **out}, args, index_text)
     return 0
 
 
@@ -494,6 +553,7 @@ def _progress_bar(label: str = "indexing", unit: str = "") -> Any:
     side_effects="network",
     output_mode="envelope",
     long_running=True,
+    on_interrupt="the next `korg-recall model pull` resumes the download.",
 )
 def model_pull(args: dict[str, Any]) -> int:
     from korg_bridge.recall import embed
@@ -511,14 +571,16 @@ def model_pull(args: dict[str, Any]) -> int:
 @kit.command(
     "korg-recall.stats",
     description=(
-        "Describe the recall index: sources, events by shape/agent/tool, skipped lines, size, freshness, "
-        "stored embeddings per model, how much of the index the configured model covers, and the background "
-        "indexer's state; and the memory store: integrity, counts per scope, type and state, mirror problems, "
-        "queued log entries, the newest backup."
+        "Describe the recall index in a bounded summary: events by shape/agent/tool/project (the largest "
+        "groups, the rest counted), files by folder, the files with skipped lines or gone and the newest, "
+        "skipped lines with file, line and why, size, freshness, stored embeddings per model, how much of the "
+        "index the configured model covers, and the background indexer's state; and the memory store: "
+        "integrity, counts per scope, type and state, mirror problems, queued log entries, the newest backup."
     ),
     input_schema={"type": "object", "properties": {}},
     side_effects="fs_read",
     output_mode="envelope",
+    cli_properties=JSON_CLI_FLAG,
 )
 def stats(args: dict[str, Any]) -> int:
     with _open_index(_walls()) as index:
@@ -526,7 +588,9 @@ def stats(args: dict[str, Any]) -> int:
     if not described.get("sources") and not described.get("events"):
         described["hint"] = "the index is empty: run `korg-recall index` (or any recall) to build it."
     described["memory"] = _memory_stats()
-    _print_json(described)
+    from korg_bridge.recall.terminal import emit, stats_text
+
+    emit(described, args, stats_text)
     return 0
 
 
@@ -575,6 +639,7 @@ def _embedding_stats(index: Any) -> dict[str, Any]:
     },
     side_effects="fs_read",
     output_mode="envelope",
+    on_interrupt=RESUMES,
 )
 def prune(args: dict[str, Any]) -> int:
     if not args.get("gone"):
@@ -640,6 +705,9 @@ def verify(args: dict[str, Any]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``korg-recall``."""
+    from korg_bridge.recall.terminal import guard_stdout
+
+    guard_stdout()  # stored text never reaches a terminal as control sequences
     return kit.main(argv)
 
 

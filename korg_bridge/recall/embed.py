@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from korg_bridge.errors import DependencyMissing
+from korg_bridge.errors import DependencyMissing, NetworkError
 
 if TYPE_CHECKING:
     import numpy
@@ -348,7 +348,8 @@ def pull_model(env: Mapping[str, str], model: str | None = None) -> Path:
 
     Raises:
         DependencyMissing: the ``[semantic]`` extra is not installed, fastembed
-            does not know ``model`` (or korg-recall cannot run it), or the download failed.
+            does not know ``model`` (or korg-recall cannot run it), or the cache cannot be written.
+        NetworkError: no download source could be reached (offline, a proxy, the hub down).
     """
     name = (model or "").strip() or _named_model(env)
     embedding_cls, description = _fastembed_facts(name)
@@ -358,10 +359,17 @@ def pull_model(env: Mapping[str, str], model: str | None = None) -> Path:
         cache.mkdir(parents=True, exist_ok=True)
         # One attempt: an explicit step should fail in seconds and say so, not sleep 40 s.
         directory = Path(embedding_cls.download_model(description, str(cache), retries=1))
-    except (OSError, ValueError) as exc:
+    except (ValueError, ConnectionError, TimeoutError) as exc:
+        # fastembed tries every source, logs each failure and raises ValueError when none answered.
+        raise NetworkError(
+            f"could not download embedding model {name!r}: no download source could be reached "
+            f"({str(exc).rstrip('.')}). Check the network (and HTTPS_PROXY); offline, copy a model folder "
+            f"(model.onnx and tokenizer.json) from a machine that has one and set {MODEL_DIR_ENV} to it"
+        ) from exc
+    except OSError as exc:
         raise DependencyMissing(
             f"could not download embedding model {name!r} into {cache}: {str(exc).rstrip('.')}; "
-            f"check the network, or bring the model as a directory with {MODEL_DIR_ENV}"
+            f"free space or permissions, or bring the model as a directory with {MODEL_DIR_ENV}"
         ) from exc
     manifest = {
         "format": "korg-model@1",

@@ -7,9 +7,7 @@ does not serve them). ``status`` only reads, and is a tool as well.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +30,10 @@ def _chosen(args: Mapping[str, Any]) -> tuple[str, str]:
     return ("codex" if args.get("codex") else "claude"), ("project" if args.get("project") else "user")
 
 
-def _print(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+def _print(value: Any, args: Mapping[str, Any]) -> None:
+    from korg_bridge.recall.terminal import emit, hooks_text
+
+    emit(value, args, hooks_text)
 
 
 def _root(env: Mapping[str, str]) -> str:
@@ -45,26 +45,26 @@ def _root(env: Mapping[str, str]) -> str:
 def install_cmd(args: dict[str, Any]) -> int:
     env = os.environ
     agent, level = _chosen(args)
-    _print(install(env, target_of(env, agent, level, _root(env)), hook_command(agent, level)))
+    _print(install(env, target_of(env, agent, level, _root(env)), hook_command(agent, level)), args)
     return 0
 
 
 def uninstall_cmd(args: dict[str, Any]) -> int:
     env = os.environ
     agent, level = _chosen(args)
-    _print(uninstall(env, target_of(env, agent, level, _root(env))))
+    _print(uninstall(env, target_of(env, agent, level, _root(env))), args)
     return 0
 
 
 def status_cmd(args: dict[str, Any]) -> int:
     env = os.environ
-    _print(status(env, _root(env)))
+    _print(status(env, _root(env)), args)
     return 0
 
 
 def register(kit: Toolkit) -> None:
     """Declare ``hooks install|uninstall|status`` on korg-recall's toolkit."""
-    from korg_bridge.recall.schemas import HOOKS_SCHEMA
+    from korg_bridge.recall.schemas import HOOKS_SCHEMA, JSON_CLI_FLAG
 
     kit.command(
         "korg-recall.hooks.install",
@@ -77,6 +77,7 @@ def register(kit: Toolkit) -> None:
         side_effects="fs_write",
         output_mode="envelope",
         surfaces=["cli"],
+        cli_properties=JSON_CLI_FLAG,
     )(install_cmd)
     kit.command(
         "korg-recall.hooks.uninstall",
@@ -85,6 +86,7 @@ def register(kit: Toolkit) -> None:
         side_effects="fs_write",
         output_mode="envelope",
         surfaces=["cli"],
+        cli_properties=JSON_CLI_FLAG,
     )(uninstall_cmd)
     kit.command(
         "korg-recall.hooks.status",
@@ -92,4 +94,5 @@ def register(kit: Toolkit) -> None:
         input_schema={"type": "object", "properties": {}},
         side_effects="fs_read",
         output_mode="envelope",
+        cli_properties=JSON_CLI_FLAG,
     )(status_cmd)

@@ -84,8 +84,14 @@ such as a test process, has any)."""
 
 
 def background_enabled(env: Mapping[str, str]) -> bool:
-    """False when ``KORG_RECALL_BACKGROUND`` is 0/false/no/off."""
-    return env.get(ENV_BACKGROUND, "1").strip().lower() not in ("0", "false", "no", "off")
+    """``KORG_RECALL_BACKGROUND`` (default on).
+
+    Raises:
+        ConfigError: not a yes/no value.
+    """
+    from korg_bridge.switches import switch
+
+    return switch(env, ENV_BACKGROUND, True)
 
 
 def lock_path(index_path: Path) -> Path:

@@ -55,12 +55,16 @@ _REF_SEPARATORS = re.compile(r"[\s,]+")
 
 
 def check_query(query: str) -> None:
-    """Refuse a query too long, or with too many distinct terms, to search.
+    """Refuse a query that is empty, too long, or has too many distinct terms to search.
 
     Raises:
-        UsageError: the query is over :data:`MAX_QUERY_CHARS` characters or
-            :data:`MAX_QUERY_TERMS` distinct terms.
+        UsageError: the query is empty or blank (it would find nothing, and say only "no relevant
+            matches"), over :data:`MAX_QUERY_CHARS` characters or :data:`MAX_QUERY_TERMS` distinct terms.
     """
+    if not query.strip():
+        raise UsageError(
+            'query is empty: pass the words to look for, e.g. --query "postgres migration fails".'
+        )
     if len(query) > MAX_QUERY_CHARS:
         raise UsageError(
             f"query is {len(query)} characters long; at most {MAX_QUERY_CHARS} are searched. "

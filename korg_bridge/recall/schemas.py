@@ -34,6 +34,7 @@ __all__ = [
     "CONTEXT_CLI_FLAGS",
     "CONTEXT_SCHEMA",
     "HOOKS_SCHEMA",
+    "JSON_CLI_FLAG",
     "LEDGER_PROP",
     "PROJECT_PROP",
     "RECALL_KINDS",
@@ -43,6 +44,19 @@ __all__ = [
     "VERIFY_SCHEMA",
     "WEIGHTS_PROP",
 ]
+
+JSON_CLI_FLAG: dict[str, Any] = {
+    "json": {
+        "type": "boolean",
+        "description": (
+            "Print the answer as JSON even on a terminal (piped, it always is: scripts and the bridge get JSON). "
+            "Command line only."
+        ),
+    }
+}
+"""``--json`` for the commands that show a person text at a terminal (:mod:`~korg_bridge.recall.terminal`).
+Kept out of ``input_schema``: the bridge's child writes to a pipe, so it always gets JSON, and a tool
+schema offering a flag that changes nothing would only mislead a model."""
 
 LEDGER_PROP: dict[str, Any] = {
     "type": "array",

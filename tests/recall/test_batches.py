@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import peers_missing
 
 from korg_bridge.lines import MAX_LINE_BYTES
 from korg_bridge.recall.batches import Batch, Work, read_file
@@ -17,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 SESSIONS = REPO / ".." / "shared" / "peers" / "ledgers" / "sessions"
 COLUMNS = [name.strip().strip('"') for name in ROW_COLUMNS.split(",")]
 
-needs_peers = pytest.mark.skipif(not SESSIONS.is_dir(), reason="shared peer ledgers are absent")
+needs_peers = pytest.mark.skipif(not SESSIONS.is_dir(), reason=peers_missing(SESSIONS))
 
 
 def read_all(path: Path, batch_bytes: int = 1 << 30, max_line: int = MAX_LINE_BYTES) -> list[Batch]:

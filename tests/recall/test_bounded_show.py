@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from _sqlite import connect
-from _transcripts import unpack_transcripts
+from _transcripts import TRANSCRIPTS, unpack_transcripts
+from conftest import peers_missing
 
 from korg_bridge.recall.cli import main
 from korg_bridge.recall.paging import DEFAULT_LIMIT, MIN_LIMIT, RESPONSE_CHARS, bound_events
@@ -29,7 +30,7 @@ SLACK = 200
 def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
     folder = unpack_transcripts(tmp_path_factory.mktemp("transcripts"))
     if folder is None:
-        pytest.skip("the real transcripts in shared/peers/transcripts are absent")
+        pytest.skip(peers_missing(TRANSCRIPTS))
     yield folder, tmp_path_factory.mktemp("index") / "index.sqlite"
 
 

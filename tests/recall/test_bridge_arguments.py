@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from _bridge_client import Bridge, open_bridge, text_of
 from _transcripts import unpack_transcripts
+from conftest import peers_missing
 
 from korg_bridge.recall.paging import RESPONSE_CHARS
 
@@ -52,7 +53,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def transcripts(home: Path) -> Path:
     folder = unpack_transcripts(home / "history")
     if folder is None or not (PEERS / "ledgers").is_dir():
-        pytest.skip(f"shared peer data not present at {PEERS}")
+        pytest.skip(peers_missing(PEERS))
     return folder
 
 

@@ -245,3 +245,25 @@ def test_a_pooling_korg_recall_cannot_run_is_refused_with_the_fix(tmp_path: Path
     )
     with pytest.raises(DependencyMissing, match='use "mean" or "cls"'):
         embed.load_embedder({embed.MODEL_DIR_ENV: str(tmp_path / "m")})
+
+
+@needs_model
+def test_a_pulled_model_folder_copied_to_an_offline_machine_loads_from_model_dir(tmp_path: Path) -> None:
+    """The README's offline recipe: copy the folder `model pull` reports, set MODEL_DIR and MODEL."""
+    online = {
+        "XDG_CACHE_HOME": str(tmp_path / "online"),
+        embed.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2",
+    }
+    lay_out_hub_cache(tmp_path / "online" / "korg-recall" / "models")
+    pulled = embed.pull_model(online)
+    copied = tmp_path / "usb-stick" / "all-MiniLM-L6-v2"
+    shutil.copytree(pulled, copied)
+    offline = {
+        "XDG_CACHE_HOME": str(tmp_path / "offline"),
+        embed.MODEL_DIR_ENV: str(copied),
+        embed.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2",
+    }
+    assert embed.model_available(offline) is True
+    loaded = embed.load_embedder(offline)
+    text = ["migrations ran before postgres was ready"]
+    assert cosine(loaded.embed(text)[0], embed.load_embedder(model_env()).embed(text)[0]) > 0.999

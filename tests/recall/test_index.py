@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import peers_missing
 
 from korg_bridge.errors import ConfigError, KorgError, UsageError
 from korg_bridge.recall import index as index_module
@@ -549,7 +550,7 @@ def test_stats_describe_sources_events_and_freshness(index: Index, ledgers: Path
 def test_peer_ledgers_index_and_pair_tool_results(index: Index) -> None:
     ledgers = PEERS / "ledgers"
     if not ledgers.is_dir():
-        pytest.skip(f"ground-truth ledgers not found at {ledgers}")
+        pytest.skip(peers_missing(ledgers))
     report = index.refresh([ledgers])
     assert report.events_added > 0
     assert report.skipped_lines == 0

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import peers_missing
 
 from korg_bridge.recall.event import KINDS, Event, ToolResult
 from korg_bridge.recall.shapes import Where, detect_shape, normalize_timestamp, parse_line
@@ -21,9 +22,7 @@ JOURNAL = LEDGERS / "korg-ledger-v1" / "basic-intact.jsonl"
 STREAM_SESSION = "c32a3441-1f15-490b-90ab-c57d87493472"
 AGENT_TOOL_USE = "toolu_01AEH9PVa1hPDANZDHPwsnZs"
 
-needs_peers = pytest.mark.skipif(
-    not LEDGERS.is_dir(), reason=f"ground-truth folder {PEERS} is absent (peer ledgers not mounted)"
-)
+needs_peers = pytest.mark.skipif(not LEDGERS.is_dir(), reason=peers_missing(LEDGERS))
 
 
 def normalize(

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from _bridge_client import Bridge, open_bridge, text_of
+from conftest import peers_missing
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +58,7 @@ def peer_ledgers() -> Path:
     # The conftest ``peers`` fixture is function-scoped; the bridge here lives for the module.
     folder = Path(__file__).resolve().parents[2] / ".." / "shared" / "peers" / "ledgers"
     if not folder.is_dir():
-        pytest.skip(f"shared peer data not present at {folder} (it sits beside the clone in CI)")
+        pytest.skip(peers_missing(folder))
     return folder.resolve()
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import peers_missing
 
 from korg_bridge.recall.index import Index
 from korg_bridge.recall.search import search
@@ -93,7 +94,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The transcripts folder as a history: read in place, the gzipped session unpacked beside."""
     folder = Path(__file__).resolve().parents[2] / ".." / "shared" / "peers" / "transcripts"
     if not folder.is_dir():
-        pytest.skip(f"shared peer transcripts not present at {folder} (they sit beside the clone in CI)")
+        pytest.skip(peers_missing(folder))
     unpacked = tmp_path_factory.mktemp("unpacked") / "claude" / "projects" / "spotter-fum"
     unpacked.mkdir(parents=True)
     packed = next(folder.rglob(f"{COMPACTED}.jsonl.gz"))

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from korg_bridge.recall.project import project_root
+from korg_bridge.switches import switch
 
 __all__ = [
     "ENV_CLAUDE_MEMORY",
@@ -261,7 +262,7 @@ def may_hold_memories(env: Mapping[str, str], scopes: Sequence[str]) -> bool:
     where = location(env)
     if where.path is None or where.path.exists():
         return True
-    if env.get(ENV_CLAUDE_MEMORY, "").strip().lower() in ("0", "false", "no", "off"):
+    if not switch(env, ENV_CLAUDE_MEMORY, True):
         return False
     try:
         with os.scandir(projects_dir(env)) as projects:

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from korg_bridge.errors import ConfigError
 from korg_bridge.recall.memory import claude_records as records
 from korg_bridge.recall.memory.backend import Store, Tx
 from korg_bridge.recall.memory.claude_paths import (
@@ -25,6 +24,7 @@ from korg_bridge.recall.memory.claude_paths import (
 )
 from korg_bridge.recall.memory.claude_records import AUTO_MEMORY, INSTRUCTIONS, FolderRow
 from korg_bridge.recall.memory.scopes import Context
+from korg_bridge.switches import switch
 
 __all__ = [
     "ENV_CLAUDE_MEMORY",
@@ -45,12 +45,7 @@ def reading_on(ctx: Context) -> bool:
     Raises:
         ConfigError: ``KORG_RECALL_CLAUDE_MEMORY`` is not a yes/no value.
     """
-    raw = ctx.env.get(ENV_CLAUDE_MEMORY, "").strip().lower()
-    if raw and raw not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-        raise ConfigError(
-            f"{ENV_CLAUDE_MEMORY}={ctx.env[ENV_CLAUDE_MEMORY]!r} is not a yes/no value. Set it to 1 or 0."
-        )
-    if raw in ("0", "false", "no", "off") or ctx.writes == "off":
+    if not switch(ctx.env, ENV_CLAUDE_MEMORY, True) or ctx.writes == "off":
         return False
     from korg_bridge.recall.memory.tenancy import walled
 

@@ -8,12 +8,21 @@ for a person at a terminal: ``restore`` is a command-line-only callable and
 ``--approve``/``--pending``/``--stats`` are command-line-only flags, so no tool
 schema offers them and no model can approve its own writes.
 
+At a terminal the answers are text (:mod:`~korg_bridge.recall.terminal`; ``--json``
+for the JSON a pipe gets), and ``forget`` asks there instead of sending the
+person round in circles: by query, it shows the matches and acts on a yes (no
+token to copy); under ``KORG_RECALL_WRITES=confirm``, a person whose writes are
+held for approval (``KORG_RECALL_ACTOR`` names them) confirms at the prompt --
+the very approval the setting asks for. Nothing prompts without a terminal on
+stdin: the bridge gives its children ``/dev/null``.
+
 Handlers import the store lazily: declaring these costs korg-recall's cold start
 a few dictionaries, not a SQLite open.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -21,6 +30,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.recall.memory.records import MEMORY_TYPES
+from korg_bridge.recall.schemas import JSON_CLI_FLAG
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Store
@@ -166,6 +176,7 @@ MEMORIES_CLI_FLAGS: dict[str, Any] = {
     },
     "pending": {"type": "boolean", "description": "List the memories awaiting approval."},
     "stats": {"type": "boolean", "description": "Describe the memory store: integrity, counts, mirror, log."},
+    **JSON_CLI_FLAG,
 }
 
 
@@ -187,6 +198,13 @@ STORE_MIGRATE_SCHEMA: dict[str, Any] = {
 
 def _print(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def _emit(value: Any, args: Mapping[str, Any], renderer: str) -> None:
+    """The answer as text for a person at a terminal (``renderer`` of :mod:`.terminal`), else JSON."""
+    from korg_bridge.recall import terminal
+
+    terminal.emit(value, args, getattr(terminal, renderer))
 
 
 def _env() -> Mapping[str, str]:
@@ -233,7 +251,7 @@ def remember_cmd(args: dict[str, Any]) -> int:
         args, ctx.write_scope(args.get("scope")), allow_secrets=ctx.allow_secrets
     )  # bad input: no store
     with _open() as store:
-        _print(remember(store, ctx, args))
+        _emit(remember(store, ctx, args), args, "write_text")
     return 0
 
 
@@ -245,24 +263,65 @@ def revise_cmd(args: dict[str, Any]) -> int:
     validate_revise(args)
     _require_store(args["id"])
     with _open() as store:
-        _print(revise(store, ctx, args))
+        _emit(revise(store, ctx, args), args, "write_text")
     return 0
 
 
 def forget_cmd(args: dict[str, Any]) -> int:
+    from korg_bridge.recall import terminal
     from korg_bridge.recall.memory.forget import forget, validate_forget
 
     ctx = _context()
     ctx.check_writes("forget")
-    validate_forget(ctx, args)
+    person = terminal.is_terminal(sys.stdin) and not args.get("json")
+    held = ctx.holds_for_approval and person  # a person held for approval: the prompt is the approval
+    acting = dataclasses.replace(ctx, is_agent=False) if held else ctx
+    validate_forget(acting, args)
     if args.get("id"):
         _require_store(args["id"])
     elif not _exists():
-        _print({"status": "no_match", "query": args.get("query"), "matches": []})
+        _emit({"status": "no_match", "query": args.get("query"), "matches": []}, args, "forget_text")
         return 0
     with _open() as store:
-        _print(forget(store, ctx, args))
+        if args.get("id") and held and not _person_confirms_id(store, ctx, args):
+            _emit({"status": "cancelled", "ids": [], "note": "nothing changed"}, args, "forget_text")
+            return 0
+        result = forget(store, acting, args)
+        if person and result.get("status") == "confirm":  # by query: the matches, then one question
+            sys.stderr.write(terminal.clean(terminal.forget_text({**result, "note": None})) + "\n")
+            count = len(result["matches"])
+            if not terminal.confirm(
+                f"{result['mode'].capitalize()} {'this memory' if count == 1 else f'these {count} memories'}?"
+            ):
+                _emit({"status": "cancelled", "ids": [], "note": "nothing changed"}, args, "forget_text")
+                return 0
+            result = forget(store, acting, {**args, "confirm": result["confirm"]})
+        _emit(result, args, "forget_text")
     return 0
+
+
+def _person_confirms_id(store: Store, ctx: Context, args: Mapping[str, Any]) -> bool:
+    """Under ``KORG_RECALL_WRITES=confirm``, ask the person at the terminal to approve forgetting one memory.
+
+    Raises:
+        UsageError: no such memory.
+    """
+    from korg_bridge.errors import UsageError
+    from korg_bridge.recall import terminal
+    from korg_bridge.recall.memory.records import check_id
+    from korg_bridge.recall.memory.rows import head
+    from korg_bridge.recall.memory.scopes import ENV_WRITES
+
+    memory_id = check_id(str(args["id"]))
+    with store.reading() as tx:
+        current = head(tx, memory_id)
+    if current is None:
+        raise UsageError(f"no memory {memory_id}. List ids with `korg-recall memories`.")
+    what = "Purge (erase for good)" if args.get("mode") == "purge" else "Retire"
+    return terminal.confirm(
+        f"{ENV_WRITES}=confirm holds what {ctx.actor} writes for a person's approval. "
+        f"{what} {memory_id} ({current.title})?"
+    )
 
 
 def restore_cmd(args: dict[str, Any]) -> int:
@@ -274,7 +333,7 @@ def restore_cmd(args: dict[str, Any]) -> int:
     check_id(str(args["id"]))
     _require_store(args["id"])
     with _open() as store:
-        _print(restore(store, ctx, str(args["id"])))
+        _emit(restore(store, ctx, str(args["id"])), args, "write_text")
     return 0
 
 
@@ -287,14 +346,14 @@ def memories_cmd(args: dict[str, Any]) -> int:
     if args.get("stats"):
         from korg_bridge.recall.memory.stats import memory_stats
 
-        _print(memory_stats(_env()))
+        _emit(memory_stats(_env()), args, "memory_stats_text")
         return 0
     ctx = _context()
     if args.get("approve"):
         from korg_bridge.recall.memory.operations import approve
 
         with _open() as store:
-            _print(approve(store, ctx, args["approve"]))
+            _emit(approve(store, ctx, args["approve"]), args, "write_text")
         return 0
     scopes = ctx.scopes_for(args.get("scope"))
     from korg_bridge.recall.memory import listing
@@ -306,7 +365,11 @@ def memories_cmd(args: dict[str, Any]) -> int:
     if opened is None:
         if args.get("ids"):
             raise UsageError("no memories yet: the memory store does not exist. Remember something first.")
-        _print({"scopes": list(scopes), "total": 0, "shown": 0, "lines": [], "next_cursor": None})
+        _emit(
+            {"scopes": list(scopes), "total": 0, "shown": 0, "lines": [], "next_cursor": None},
+            args,
+            "memories_text",
+        )
         return 0
     from korg_bridge.recall.memory.backend import read_with_retry
     from korg_bridge.recall.memory.sync import sync_mirror
@@ -337,7 +400,7 @@ def memories_cmd(args: dict[str, Any]) -> int:
     result, problems = read_with_retry(_env(), read, opened=opened)
     if problems:
         result["mirror_problems"] = problems
-    _print(result)
+    _emit(result, args, "memories_text")
     return 0
 
 
@@ -370,6 +433,7 @@ def register(kit: Toolkit) -> None:
         input_schema=REMEMBER_SCHEMA,
         side_effects="fs_write",
         output_mode="envelope",
+        cli_properties=JSON_CLI_FLAG,
     )(remember_cmd)
     kit.command(
         "korg-recall.revise",
@@ -381,6 +445,7 @@ def register(kit: Toolkit) -> None:
         input_schema=REVISE_SCHEMA,
         side_effects="fs_write",
         output_mode="envelope",
+        cli_properties=JSON_CLI_FLAG,
     )(revise_cmd)
     kit.command(
         "korg-recall.forget",
@@ -392,6 +457,7 @@ def register(kit: Toolkit) -> None:
         input_schema=FORGET_SCHEMA,
         side_effects="fs_write",
         output_mode="envelope",
+        cli_properties=JSON_CLI_FLAG,
     )(forget_cmd)
     kit.command(
         "korg-recall.memories",
@@ -417,6 +483,7 @@ def register(kit: Toolkit) -> None:
         side_effects="fs_write",
         output_mode="envelope",
         surfaces=["cli"],
+        cli_properties=JSON_CLI_FLAG,
     )(restore_cmd)
     kit.command(
         "korg-recall.store.migrate",

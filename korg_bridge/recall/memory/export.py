@@ -23,7 +23,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -146,7 +146,7 @@ def export_jsonl(
         KorgError: the store fails (see :meth:`.backend.Store.reading`).
     """
 
-    def lines() -> Iterator[str]:
+    def lines() -> Generator[str, None, None]:
         if store is None:
             yield from _empty_lines(scope, now)
             return
@@ -154,8 +154,10 @@ def export_jsonl(
             yield from jsonl_lines(conn, scope=scope, now=now)
 
     if output is None:
-        count = _write_lines(sys.stdout, lines())
-        sys.stdout.flush()
+        # Closed here, on a closed pipe too (`| head`): its read transaction ends while the store is open.
+        with contextlib.closing(lines()) as produced:
+            count = _write_lines(sys.stdout, produced)
+            sys.stdout.flush()
         return {"lines": count}
     fd, tmp = _claim(output)
     try:

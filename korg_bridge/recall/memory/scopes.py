@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from korg_bridge.errors import ConfigError, UsageError
 from korg_bridge.recall.project import find_git_root, project_root
+from korg_bridge.switches import switch
 
 __all__ = [
     "WRITE_MODES",
@@ -43,24 +44,6 @@ WRITE_MODES = ("auto", "confirm", "off")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,127}$")
 _SCOPE_HELP = "use user, project, project:/absolute/path, agent:NAME or session:ID"
 _SAFE_SEGMENT = re.compile(r"[^A-Za-z0-9._-]")
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
-
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    """A yes/no environment variable.
-
-    Raises:
-        ConfigError: a value that is neither.
-    """
-    raw = env.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    raise ConfigError(f"{name}={env[name]!r} is not a yes/no value. Set it to 1 or 0.")
 
 
 def parse_scope(text: str, project: str) -> str:
@@ -153,7 +136,7 @@ class Context:
             actor=actor[:128],
             is_agent=actor != "user" or agent_by_token,
             writes=writes,
-            allow_secrets=_flag(env, ENV_ALLOW_SECRETS, False),
+            allow_secrets=switch(env, ENV_ALLOW_SECRETS, False),
             mirror=_mirror(env),
             project="project:" + (root if root is not None else os.path.realpath(where)),
             in_git=root is not None,
@@ -213,7 +196,7 @@ def _mirror(env: Mapping[str, str]) -> bool:
     """
     from korg_bridge.recall.memory.backend import ENV_STORE
 
-    wanted = _flag(env, ENV_MIRROR, True)
+    wanted = switch(env, ENV_MIRROR, True)
     if env.get(ENV_STORE, "").strip().startswith(("postgresql://", "postgres://")):
         if env.get(ENV_MIRROR, "").strip() and wanted:
             raise ConfigError(

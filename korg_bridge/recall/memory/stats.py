@@ -23,7 +23,14 @@ from korg_bridge.recall.memory.policy import SCOPE_SOFT_CAP
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Tx
 
-__all__ = ["memory_stats"]
+__all__ = ["LISTED", "has_scope", "memory_stats"]
+
+LISTED = 20
+"""Paths a list of problems names (the rest counted): ``stats`` is a summary, through the bridge too."""
+
+
+def _first(items: list[str], keep: int = LISTED) -> list[str]:
+    return items if len(items) <= keep else [*items[:keep], f"… and {len(items) - keep:,} more"]
 
 
 def _grouped(conn: Tx, column: str, where: str) -> dict[str, int]:
@@ -80,6 +87,19 @@ def _figures(conn: Tx) -> dict[str, Any]:
     }
 
 
+def has_scope(env: Mapping[str, str], scope: str) -> bool:
+    """Whether the memory store holds any memory of ``scope`` (never creating a store).
+
+    Raises:
+        ConfigError: the store cannot be used.
+        NetworkError: a team store's server cannot be reached.
+    """
+    if not store_exists(env):
+        return False
+    with open_store(env) as store, store.reading() as conn:
+        return conn.execute("SELECT 1 FROM memory WHERE scope = ? LIMIT 1", (scope,)).fetchone() is not None
+
+
 def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Integrity, counts per scope/type/state, the soft cap, untrusted/pending/conflict counts,
     unparseable mirror files, the operation log and the newest backup (SQLite); for a team store,
@@ -106,7 +126,14 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {"store": store.label, "exists": True, **own, **figures}
     result["soft_cap"] = {"per_scope": SCOPE_SOFT_CAP, "over": over}
     if store.folder is not None:
-        result["mirror"] = {"folder": str(store.folder / mirror.MIRROR_NAME), "unparseable": unparseable}
+        result["mirror"] = {
+            "folder": str(store.folder / mirror.MIRROR_NAME),
+            "unparseable": _first(unparseable or []),
+        }
     if claude is not None:
-        result["claude"] = claude
+        result["claude"] = {
+            **claude,
+            "skipped": _first(claude["skipped"]),
+            "folders_without_project": _first(claude["folders_without_project"]),
+        }
     return result

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from korg_bridge.recall.schemas import JSON_CLI_FLAG
+
 if TYPE_CHECKING:
     from korg_bridge.toolkit import Toolkit
 
@@ -74,12 +76,12 @@ def _env() -> Mapping[str, str]:
 
 
 def export_cmd(args: dict[str, Any]) -> int:
-    import json
 
     from korg_bridge.errors import UsageError
     from korg_bridge.recall.memory.backend import location, open_store, store_exists
     from korg_bridge.recall.memory.export import check_markdown_target, export_jsonl, export_markdown
     from korg_bridge.recall.memory.scopes import Context, parse_scope
+    from korg_bridge.recall.terminal import emit, export_text, wants_text
 
     ctx = Context.from_env(_env())
     scope = parse_scope(args["scope"], ctx.project) if args.get("scope") else None
@@ -87,6 +89,12 @@ def export_cmd(args: dict[str, Any]) -> int:
     markdown = args.get("format") == "markdown"
     if markdown and output is None:
         raise UsageError("a Markdown export writes files: pass --output DIR (an absent or empty folder).")
+    if output is None and wants_text(args):
+        raise UsageError(
+            "export writes JSONL for import and scripts, not for reading: pass --output FILE (a new file), "
+            "redirect it (korg-recall export > memories.jsonl), or --json to print it here anyway. To read "
+            "memories, use korg-recall memories."
+        )
     if markdown and output is not None:
         check_markdown_target(output)  # before the store is opened
     if not store_exists(ctx.env):
@@ -107,9 +115,7 @@ def export_cmd(args: dict[str, Any]) -> int:
         if store is not None:
             store.close()
     if output is not None:  # stdout is free: say what was written
-        sys.stdout.write(
-            json.dumps({"format": args.get("format"), "scope": scope, **result}, indent=2) + "\n"
-        )
+        emit({"format": args.get("format"), "scope": scope, **result}, args, export_text)
     return 0
 
 
@@ -155,6 +161,7 @@ def register(kit: Toolkit) -> None:
         side_effects="fs_write",
         output_mode="envelope",
         surfaces=["cli"],
+        cli_properties=JSON_CLI_FLAG,
     )(export_cmd)
     kit.command(
         "korg-recall.import",

@@ -88,14 +88,9 @@ def enabled(ctx: Context) -> bool:
     Raises:
         ConfigError: a value that is not yes/no.
     """
-    from korg_bridge.errors import ConfigError
+    from korg_bridge.switches import switch
 
-    raw = ctx.env.get(ENV_WRITEBACK, "").strip().lower()
-    if raw in ("", "0", "false", "no", "off"):
-        return False
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    raise ConfigError(f"{ENV_WRITEBACK}={ctx.env[ENV_WRITEBACK]!r} is not a yes/no value. Set it to 1 or 0.")
+    return switch(ctx.env, ENV_WRITEBACK, False)
 
 
 def _description(version: Version) -> str:

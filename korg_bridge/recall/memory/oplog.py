@@ -217,7 +217,8 @@ def _against_anchor(path: Path, anchor: tuple[int, str] | None) -> str | None:
         return f"{gone} missing: the log ends at seq {top}, but the store appended entries up to seq {seq}"
     if top - seq >= _MAX_BEYOND:
         return f"{top - seq} entries follow seq {seq}, the last the store appended: the log was replaced"
-    match = next((e for e in _tail_entries(path, top - seq + 1) if e.get("seq_id") == seq), None)
+    near = last if top == seq else _tail_entries(path, top - seq + 1)  # the usual case: one read
+    match = next((e for e in near if e.get("seq_id") == seq), None)
     if match is None or match.get("entry_hash") != tip:
         return f"seq {seq}: not the entry the store appended there (the log was replaced or rewritten)"
     return None

@@ -59,10 +59,16 @@ def revise_all_at_once(cwd: Path, memory_id: str, count: int) -> list[int]:
         for n in range(count)
     ]
     acked: list[int] = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=SUBPROCESS_BOUND * 2)
-        assert proc.returncode == 0, err
-        acked.append(int(json.loads(out)["version"]))
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=SUBPROCESS_BOUND * 2)
+            assert proc.returncode == 0, err
+            acked.append(int(json.loads(out)["version"]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
     return acked
 
 

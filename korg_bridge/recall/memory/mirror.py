@@ -11,9 +11,10 @@ Who owns a file is column ``origin`` of ``mirror_files``:
   file's bytes are what it last wrote there (the recorded SHA-256);
 * ``user`` -- a file a person made, which became a memory: never rewritten or deleted, and
   no second file is written for its memory;
-* ``copy`` -- a file korg-recall did not write naming a memory that has a file of its own
-  (a copy, a file saved under a name the memory had before): its edits are taken in, the
-  file is never touched;
+* ``copy`` -- a file korg-recall did not write that names a memory under another name than
+  korg-recall's for it (a copy, a file moved to another folder): its edits are taken in, the
+  file is never touched (a file under korg-recall's name in the right folder is ``ours``,
+  whoever saved it: a crash leftover, an editor saving a name the memory had before);
 * ``unparseable`` -- not readable back, or not a regular file: reported, left alone.
 
 **A file is a hand edit only when its bytes differ from what korg-recall last wrote there,
@@ -365,7 +366,7 @@ def erase(conn: Tx, root: Path, memory_id: str, versions: Sequence[Version]) -> 
     ]
     for row in recorded:
         found = read_at(root, row.path)
-        if row.origin != "ours":
+        if row.origin != "ours" or found.refused is not None:
             if not found.gone:
                 theirs.append(str(root / row.path))
         elif found.data is not None and found.state is not None:

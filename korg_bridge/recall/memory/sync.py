@@ -41,7 +41,7 @@ from korg_bridge.recall.memory import mirror
 from korg_bridge.recall.memory.mirror import Change
 from korg_bridge.recall.memory.records import MEMORY_TYPES, Version, check_id
 from korg_bridge.recall.memory.rows import head, mark_dirty, select_versions
-from korg_bridge.recall.memory.scopes import ENV_WRITES, Context
+from korg_bridge.recall.memory.scopes import ENV_WRITES, Context, mirror_dir_of
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Store, Tx
@@ -115,7 +115,8 @@ def _apply(conn: Tx, ctx: Context, root: Path, change: Change) -> str | None:
         if row.id:
             mark_dirty(conn, row.id)  # its memory may need a file again
         return None
-    assert state is not None
+    if state is None:  # its folder was swapped for a link since the scan listed it
+        return f"{root / change.path} cannot be read ({change.error}); left as it is"
     if change.kind == "touched":
         assert row is not None
         mirror.record(conn, change.path, change.scope, row.id, row.version, row.origin, state)
@@ -191,18 +192,20 @@ def _same(fields: dict[str, Any], version: Version) -> bool:
     return all(getattr(version, name) == value for name, value in fields.items() if name != "trust")
 
 
-def _origin(conn: Tx, change: Change, memory_id: str) -> str:
-    """Who owns a file that is about ``memory_id``: what its record says, else ``ours`` for a
-    file under our naming that is the memory's only one (a write whose record a crash lost),
-    else ``copy``."""
+def _origin(change: Change, current: Version) -> str:
+    """Who owns a file about ``current``'s memory: what its record says; else -- a file with no
+    record, or one that could not be read for a while -- ``user`` for the file the memory was
+    made from, ``ours`` for a file under korg-recall's name for it in its scope's folder (a
+    write whose record a crash lost, an edit saved under a name the memory had before: taken
+    in, then renamed or removed like any file of ours), else ``copy``."""
     row = change.row
     if row is not None and row.origin in ("ours", "user", "copy"):
         return row.origin
-    others = conn.execute(
-        "SELECT 1 FROM mirror_files WHERE id = ? AND origin IN ('ours', 'user') AND path <> ? LIMIT 1",
-        (memory_id, change.path),
-    ).fetchone()
-    return "ours" if change.path.endswith(f"--{memory_id}.md") and others is None else "copy"
+    if isinstance(current.source, dict) and current.source.get("file") == change.path:
+        return "user"
+    folder, _, name = change.path.rpartition("/")
+    ours = folder == mirror_dir_of(current.scope) and name.endswith(f"--{current.id}.md")
+    return "ours" if ours else "copy"
 
 
 def _take_edit(conn: Tx, ctx: Context, root: Path, change: Change, current: Version) -> str | None:
@@ -215,7 +218,7 @@ def _take_edit(conn: Tx, ctx: Context, root: Path, change: Change, current: Vers
     if is_derived(current):
         mirror.record(conn, change.path, change.scope, current.id, None, "unparseable", state)
         return f"{root / change.path} is not taken in: {derived_refusal(current)}"
-    origin = _origin(conn, change, current.id)
+    origin = _origin(change, current)
     stated = change.parsed.meta.get("version")
     if not isinstance(stated, int) or isinstance(stated, bool):
         stated = change.row.version if change.row is not None and origin != "user" else None

@@ -19,7 +19,9 @@ The design is ``docs/memory.md``. One concept per module:
 ``vectors``     embeddings of memories, when a model is present (a SQLite store's kept here)
 ``search``      memory retrieval (ranked hits with a score breakdown), forget's matching
 ``oplog``       the operation log: pending rows in the transaction, appended after commit
-``mirror``      the Markdown mirror: render, parse, write atomically, import hand edits
+``mirror``      the Markdown mirror: who owns each file, what changed, writing files back
+``mirror_io``   files below the mirror folder: never through a link, never blocking
+``sync``        taking the mirror's changes in (edits, new files, conflicts, confirm)
 ``operations``  remember, revise, forget, restore, approve: one transaction each
 ``listing``     ``memories``: index lines within a token budget, full records by id
 ``stats``       :func:`~.stats.memory_stats`

@@ -25,12 +25,13 @@ import hashlib
 import hmac
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import ConfigError, UsageError
 from korg_bridge.recall.memory import mirror, oplog
 from korg_bridge.recall.memory.records import Version, check_id, iso
-from korg_bridge.recall.memory.rows import head, update_head
+from korg_bridge.recall.memory.rows import head, lineage, update_head
 from korg_bridge.recall.memory.scopes import ENV_WRITES, Context
 from korg_bridge.recall.memory.search import FORGET_MAX, forget_matches
 from korg_bridge.recall.memory.sync import sync_mirror
@@ -188,24 +189,23 @@ def _by_query(
         }
 
 
-def _purge(conn: Tx, memory_id: str, now: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """Empty every version of ``memory_id``; return our mirror files (path, sha) and the user's."""
-    rowids = [int(row[0]) for row in conn.execute("SELECT rowid FROM memory WHERE id = ?", (memory_id,))]
+def _purge(conn: Tx, memory_id: str, now: str, root: Path | None) -> tuple[list[str], list[str]]:
+    """Empty every version of ``memory_id``, and (with a mirror) delete the files korg-recall
+    wrote of it in the same transaction -- under the write lock every mirror write holds, so no
+    other process can read a file of it as new in between; return the files left (ours edited
+    by hand, and files korg-recall did not write)."""
+    versions = lineage(conn, memory_id)
+    left: tuple[list[str], list[str]] = ([], [])
+    if conn.has_mirror and root is not None:
+        left = mirror.erase(conn, root, memory_id, versions)
     conn.execute(
         "UPDATE memory SET title = '', body = '', tags = '[]', key = NULL, source = NULL, provenance = '[]', "
         "reason = NULL, state = 'purged', retired_at = coalesce(retired_at, ?) WHERE id = ?",
         (now, memory_id),
     )
-    drop_vectors(conn, rowids)
+    drop_vectors(conn, [v.rowid for v in versions if v.rowid is not None])
     conn.execute("DELETE FROM memory_links WHERE src = ? OR dst = ?", (memory_id, memory_id))
-    if not conn.has_mirror:
-        return [], []
-    ours = [(str(p), str(s)) for p, s in conn.execute(
-        "SELECT path, sha256 FROM mirror_files WHERE id = ? AND origin = 'ours'", (memory_id,)
-    )]  # fmt: skip
-    conn.execute("DELETE FROM mirror_files WHERE id = ? AND origin = 'ours'", (memory_id,))
-    theirs = [str(row[0]) for row in conn.execute("SELECT path FROM mirror_files WHERE id = ?", (memory_id,))]
-    return ours, theirs
+    return left
 
 
 def _act(
@@ -221,8 +221,9 @@ def _act(
     now = iso(ctx.now)
     done: list[str] = []
     unchanged: list[str] = []
-    ours: list[tuple[str, str]] = []
+    edited: list[str] = []
     theirs: list[str] = []
+    root = store.folder / mirror.MIRROR_NAME if store.folder is not None else None
     with store.write() as conn:
         for memory_id, expected in targets:
             current = head(conn, memory_id)
@@ -243,19 +244,15 @@ def _act(
                     continue
                 update_head(conn, current, state="retired", retired_at=now)
             else:
-                files, kept = _purge(conn, memory_id, now)
-                ours.extend(files)
+                kept_edited, kept = _purge(conn, memory_id, now, root)
+                edited.extend(kept_edited)
                 theirs.extend(kept)
             args = {**oplog.version_args(current), "state": "retired" if mode == "retire" else "purged"}
             oplog.record(conn, actor=ctx.actor, op="forget", status=f"{mode}d", args=args, now=ctx.now)
             done.append(memory_id)
         if mode == "purge" and done:
             conn.text.after_purge(conn)
-    root = store.folder / mirror.MIRROR_NAME if store.folder is not None else None
-    for path, sha in ours:
-        assert root is not None
-        if not mirror.remove_if_unchanged(root, path, sha):
-            found.append(f"{root / path} was edited by hand; left as it is (delete it yourself)")
+    found.extend(f"{path} was edited by hand; left as it is (delete it yourself)" for path in edited)
     checks = finish(
         store,
         ctx,
@@ -268,8 +265,8 @@ def _act(
         result["unchanged"] = unchanged
     if mode == "purge" and done:
         checks.update(store.after_purge())
-        if theirs and root is not None:
-            result["files_you_made"] = [str(root / path) for path in theirs]
+        if theirs:
+            result["files_you_made"] = theirs
         result["note"] = NOT_TOUCHED
     elif done:
         result["note"] = "hidden, not erased: `korg-recall restore ID` (or revise) brings one back"

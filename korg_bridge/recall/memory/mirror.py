@@ -1,34 +1,54 @@
 """The Markdown mirror: each live memory as a file people can read, grep, edit and version.
 
-Layout: ``memories/<scope folder>/<type>_<slug>--<id>.md`` beside the store,
-YAML front matter (``id, type, scope, version, tags, updated, title``) and the
-body. This module renders and parses those files, writes them atomically
-(temp file in ``memories/.korg-tmp``, fsync, rename), and finds what changed
-on disk since korg-recall last looked: :func:`detect` costs one ``stat`` per
-known file and one directory listing per scope folder; only a file whose size
-or mtime moved is read and hashed.
+Layout: ``memories/<scope folder>/<type>_<slug>--<id>.md`` beside the store (the slug
+follows the title: a retitled memory's file is renamed), YAML front matter (``id, type,
+scope, version, tags, updated, title``) and the body. Files are read and written by
+:mod:`.mirror_io` (no link followed, no FIFO opened blocking, every write atomic).
 
-What a change means is decided by :mod:`.operations` (a hand edit becomes a
-version; a new hand-made file a memory). The rule here: korg-recall rewrites
-or removes only files it wrote (``origin = 'ours'``) and only while their
-content is still what it wrote; a file a person made is never rewritten,
-renamed or deleted.
+Who owns a file is column ``origin`` of ``mirror_files``:
+
+* ``ours`` -- korg-recall wrote it. It rewrites, renames or removes it, but only while the
+  file's bytes are what it last wrote there (the recorded SHA-256);
+* ``user`` -- a file a person made, which became a memory: never rewritten or deleted, and
+  no second file is written for its memory;
+* ``copy`` -- a file korg-recall did not write that names a memory under another name than
+  korg-recall's for it (a copy, a file moved to another folder): its edits are taken in, the
+  file is never touched (a file under korg-recall's name in the right folder is ``ours``,
+  whoever saved it: a crash leftover, an editor saving a name the memory had before);
+* ``unparseable`` -- not readable back, or not a regular file: reported, left alone.
+
+**A file is a hand edit only when its bytes differ from what korg-recall last wrote there,
+never because of timing.** :func:`detect` finds candidates outside any lock (one listing per
+scope folder, a size and mtime compare); :func:`look` decides under the store's write lock,
+which korg-recall also holds for every write of its own into the folder (:func:`reconcile`,
+a purge's :func:`erase`) -- so a rewrite under way is never seen half done, and what the
+file holds is compared with the hash its last writer committed. What a change means is
+decided by :mod:`.sync`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
 import sqlite3
-import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.durable import fsync_folder, write_all
+from korg_bridge.durable import fsync_folder
 from korg_bridge.recall.memory.frontmatter import FrontMatterError, Parsed, file_name, parse, rel_path, render
+from korg_bridge.recall.memory.mirror_io import (
+    MAX_FILE_BYTES,
+    TMP_NAME,
+    FileState,
+    Read,
+    clean_tmp,
+    drop_tmp,
+    listing,
+    read_at,
+    read_file,
+    remove_at,
+    write_atomic,
+)
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.scopes import mirror_dir_of
 
@@ -36,216 +56,58 @@ if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Tx
 
 __all__ = [
+    "MAX_FILE_BYTES",
     "MIRROR_NAME",
+    "TMP_NAME",
     "Change",
+    "FileState",
     "FrontMatterError",
     "Parsed",
+    "Row",
+    "clean_tmp",
     "detect",
+    "erase",
     "file_name",
+    "look",
     "parse",
+    "read_file",
     "reconcile",
     "render",
 ]
 
 MIRROR_NAME = "memories"
-TMP_NAME = ".korg-tmp"
-STALE_TMP_S = 600.0
-"""A temp file older than this was left by a killed process (a write takes milliseconds)."""
 WRITE_BATCH = 64
 """Memories whose files one call writes or removes at most (a few ms each, fsync included)."""
-MAX_FILE_BYTES = 64 * 1024
-"""Bigger files are not read (a memory is at most 8 KB); they are reported as unparseable."""
 
 
-# --- files -------------------------------------------------------------------------------------
+# --- what korg-recall remembers of each file ---------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class FileState:
+class Row:
+    """A row of ``mirror_files``: a path, the memory it mirrors, the version korg-recall last
+    wrote there (None: to be rewritten), who owns it, and the file's state when last seen."""
+
+    path: str
+    scope: str
+    id: str | None
+    version: int | None
+    origin: str
     size: int
     mtime_ns: int
     sha256: str
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+_ROW = "SELECT path, scope, id, version, origin, size, mtime_ns, sha256 FROM mirror_files"
 
 
-def read_file(path: Path) -> tuple[bytes, FileState] | None:
-    """The bytes and state of a mirror file, or None if it is gone, unreadable or too big."""
-    try:
-        with open(path, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if info.st_size > MAX_FILE_BYTES:
-                return b"", FileState(info.st_size, info.st_mtime_ns, "")
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError:
-        return None
-    return data, FileState(info.st_size, info.st_mtime_ns, _sha(data))
+def rows_where(conn: Tx | sqlite3.Connection, where: str, params: Sequence[object]) -> list[Row]:
+    return [Row(*row) for row in conn.execute(f"{_ROW} WHERE {where}", tuple(params))]
 
 
-def write_atomic(root: Path, rel: str, text: str) -> FileState:
-    """Write ``root/rel`` atomically: a temp file in ``root/.korg-tmp``, fsync, rename (the
-    caller fsyncs the folder once it has written all its files).
-
-    Raises:
-        OSError: the folder cannot be made or the file written.
-    """
-    data = text.encode("utf-8")
-    target = root / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp_dir = root / TMP_NAME
-    tmp_dir.mkdir(exist_ok=True)
-    tmp = tmp_dir / f"{target.name}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, target)
-    info = os.stat(target)
-    return FileState(info.st_size, info.st_mtime_ns, _sha(data))
-
-
-def remove_if_unchanged(root: Path, rel: str, sha256: str) -> bool:
-    """Delete ``root/rel`` only if its content is still ``sha256`` (what korg-recall wrote)."""
-    path = root / rel
-    found = read_file(path)
-    if found is None:
-        return True
-    if found[1].sha256 != sha256:
-        return False
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    return True
-
-
-def clean_tmp(root: Path, now: float | None = None) -> None:
-    """Remove temp files that killed processes left in ``.korg-tmp`` (the folder is korg-recall's)."""
-    folder = root / TMP_NAME
-    limit = (time.time() if now is None else now) - STALE_TMP_S
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return
-    for entry in entries:
-        with contextlib.suppress(OSError):
-            if entry.name.endswith(".tmp") and entry.stat().st_mtime < limit:
-                os.unlink(entry.path)
-
-
-# --- what changed on disk ----------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Change:
-    """A difference between a scope folder and what ``mirror_files`` remembers.
-
-    ``kind``: ``edited`` (a known file's content changed), ``new`` (a file korg-recall never
-    saw), ``touched`` (stat moved, content did not), ``vanished`` (a known file is gone).
-    """
-
-    kind: str
-    path: str
-    scope: str
-    state: FileState | None = None
-    origin: str | None = None
-    memory_id: str | None = None
-    recorded_version: int | None = None
-    parsed: Parsed | None = None
-    error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _parsed(data: bytes, state: FileState) -> tuple[Parsed | None, str | None]:
-    if state.size > MAX_FILE_BYTES:
-        return None, f"larger than {MAX_FILE_BYTES // 1024} KB"
-    try:
-        return parse(data.decode("utf-8")), None
-    except UnicodeDecodeError:
-        return None, "not UTF-8 text"
-    except FrontMatterError as exc:
-        return None, str(exc)
-
-
-def detect(conn: sqlite3.Connection, root: Path, scopes: Iterable[str]) -> list[Change]:
-    """Every change in the scope folders of ``scopes`` since ``mirror_files`` was last updated.
-
-    One listing per folder, whose entries give each known file's ``stat`` without building its
-    path in Python (10k files: ~25 ms instead of ~65); only a file whose size or mtime moved is
-    read (and hashed).
-    """
-    changes: list[Change] = []
-    root_text = str(root)
-    for scope in scopes:
-        sub = mirror_dir_of(scope)
-        known = {
-            path: (size, mtime_ns)
-            for path, size, mtime_ns in conn.execute(
-                "SELECT path, size, mtime_ns FROM mirror_files WHERE scope = ?", (scope,)
-            )
-        }
-        moved: list[str] = []
-        new: list[str] = []
-        prefix = sub + "/"
-        try:
-            with os.scandir(os.path.join(root_text, sub)) as entries:
-                for entry in entries:
-                    name = entry.name
-                    if not name.endswith(".md") or name.startswith("."):
-                        continue
-                    recorded = known.pop(prefix + name, None)
-                    if recorded is None:
-                        new.append(name)
-                        continue
-                    try:
-                        info = entry.stat()
-                    except OSError:
-                        moved.append(prefix + name)
-                        continue
-                    if info.st_size != recorded[0] or info.st_mtime_ns != recorded[1]:
-                        moved.append(prefix + name)
-        except OSError:
-            pass  # no folder yet: every known file of it is looked at below
-        moved.extend(known)  # recorded but not listed: gone, or kept under another folder
-        for path in moved:
-            changes.append(_look_again(conn, root, path, scope))
-        for name in sorted(new):
-            found = read_file(root / sub / name)
-            if found is None:
-                continue
-            data, state = found
-            parsed, error = _parsed(data, state)
-            changes.append(Change("new", f"{sub}/{name}", scope, state=state, parsed=parsed, error=error))
-    return changes
-
-
-def _look_again(conn: sqlite3.Connection, root: Path, path: str, scope: str) -> Change:
-    """What happened to a known file whose stat moved (or that is gone)."""
-    mid, version, origin, sha = conn.execute(
-        "SELECT id, version, origin, sha256 FROM mirror_files WHERE path = ?", (path,)
-    ).fetchone()
-    found = read_file(root / path)
-    if found is None:
-        return Change("vanished", path, scope, origin=origin, memory_id=mid)
-    data, state = found
-    if state.sha256 == sha:
-        return Change(
-            "touched", path, scope, state=state, origin=origin, memory_id=mid, recorded_version=version
-        )
-    parsed, error = _parsed(data, state)
-    return Change(
-        "edited",
-        path,
-        scope,
-        state=state,
-        origin=origin,
-        memory_id=mid,
-        recorded_version=version,
-        parsed=parsed,
-        error=error,
-    )
+def row_at(conn: Tx, path: str) -> Row | None:
+    found = rows_where(conn, "path = ?", (path,))
+    return found[0] if found else None
 
 
 def record(
@@ -269,50 +131,126 @@ def forget_path(conn: Tx, path: str) -> None:
     conn.execute("DELETE FROM mirror_files WHERE path = ?", (path,))
 
 
+def look_again_later(conn: Tx, path: str) -> None:
+    """Make the next :func:`detect` of the file's folder read it, whatever its size and mtime
+    (an edit korg-recall met while about to write: it is taken in, not overwritten)."""
+    conn.execute("UPDATE mirror_files SET mtime_ns = -1 WHERE path = ?", (path,))
+
+
+# --- what changed on disk ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Change:
+    """What is at a mirror path now, against what ``mirror_files`` remembers of it.
+
+    ``kind``: ``gone`` (nothing there, nothing recorded), ``vanished`` (a recorded file is
+    gone), ``touched`` (stat moved, bytes did not), ``edited`` (a recorded file's bytes
+    changed), ``new`` (a file with no record), ``refused`` (not a regular file, or a link).
+    """
+
+    kind: str
+    path: str
+    scope: str
+    row: Row | None
+    read: Read
+    parsed: Parsed | None = None
+    error: str | None = None
+
+
+def _parsed(data: bytes, state: FileState) -> tuple[Parsed | None, str | None]:
+    if state.size > MAX_FILE_BYTES:
+        return None, f"larger than {MAX_FILE_BYTES // 1024} KB"
+    try:
+        return parse(data.decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except FrontMatterError as exc:
+        return None, str(exc)
+
+
+def detect(
+    conn: sqlite3.Connection, root: Path, scopes: Iterable[str]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """The paths (with their scope) in the folders of ``scopes`` that may have changed since
+    ``mirror_files`` last saw them, and the folders that cannot be read.
+
+    Lock-free and cheap: one listing per folder and a compare with the recorded size and
+    mtime; only :func:`look`, under the write lock, reads a file.
+    """
+    candidates: list[tuple[str, str]] = []
+    problems: list[str] = []
+    for scope in scopes:
+        sub = mirror_dir_of(scope)
+        known = {
+            path: (size, mtime_ns)
+            for path, size, mtime_ns in conn.execute(
+                "SELECT path, size, mtime_ns FROM mirror_files WHERE scope = ?", (scope,)
+            )
+        }
+        entries, problem = listing(root, sub)
+        if problem is not None:
+            problems.append(problem)
+            continue
+        for name in sorted(entries):
+            path = f"{sub}/{name}"
+            if known.pop(path, None) != entries[name]:
+                candidates.append((path, scope))
+        candidates.extend((path, scope) for path in sorted(known))  # recorded, not listed: gone
+    return candidates, problems
+
+
+def look(conn: Tx, root: Path, path: str, scope: str) -> Change:
+    """What is at ``path`` against its record -- call it holding the store's write lock."""
+    row = row_at(conn, path)
+    found = read_at(root, path)
+    if found.gone:
+        return Change("vanished" if row is not None else "gone", path, scope, row, found)
+    if found.refused is not None or found.data is None or found.state is None:
+        return Change("refused", path, scope, row, found, error=found.refused)
+    if row is not None and found.state.sha256 == row.sha256:
+        return Change("touched", path, scope, row, found)
+    parsed, error = _parsed(found.data, found.state)
+    return Change("edited" if row is not None else "new", path, scope, row, found, parsed, error)
+
+
 # --- bringing files in line with the store -----------------------------------------------------
 
 
-def _plan(conn: Tx, ids: Sequence[str]) -> list[Any]:
-    """What :func:`reconcile` has to do for ``ids``: heads whose file is missing or stale, files
-    of our own whose memory is no longer live."""
+def _plan(conn: Tx, ids: Sequence[str]) -> list[tuple[str, Any, list[Row]]]:
+    """What :func:`reconcile` does for ``ids``: ``("write", head, stale rows)`` for a live head
+    without an up-to-date file at the name its title gives, ``("drop", id, rows)`` for files of
+    ours whose memory is no longer live or that a person's file replaces."""
     from korg_bridge.recall.memory.claude_records import is_derived
     from korg_bridge.recall.memory.rows import select_versions
 
-    where, params = f"id IN ({', '.join('?' * len(ids))})", list(ids)
+    marks = ", ".join("?" * len(ids))
     heads = {
         v.id: v
-        for v in select_versions(conn, f"{where} AND superseded_by IS NULL AND state = 'live'", params)
+        for v in select_versions(conn, f"id IN ({marks}) AND superseded_by IS NULL AND state = 'live'", ids)
         if not is_derived(v)  # a copy of Claude Code's file: that file is where it is edited
     }
-    ours: dict[str, list[tuple[str, int | None, str]]] = {}
+    ours: dict[str, list[Row]] = {}
     theirs: set[str] = set()
-    for path, mid, version, sha, origin in conn.execute(
-        f"SELECT path, id, version, sha256, origin FROM mirror_files WHERE id IS NOT NULL AND {where}", params
-    ):
-        if origin == "ours":
-            ours.setdefault(mid, []).append((path, version, sha))
-        elif origin == "user":
-            theirs.add(mid)
-    work: list[Any] = []
+    for row in rows_where(conn, f"id IN ({marks})", ids):
+        if row.origin == "ours":
+            ours.setdefault(str(row.id), []).append(row)
+        elif row.origin == "user":
+            theirs.add(str(row.id))
+    work: list[tuple[str, Any, list[Row]]] = []
     for mid, head in heads.items():
-        if mid in theirs:
-            # A file the user made mirrors it: one file per memory, and theirs is never touched.
-            if ours.get(mid):
-                work.append(("drop", mid, ours[mid]))
+        rows = ours.pop(mid, [])
+        if mid in theirs:  # a file the person made mirrors it: one file per memory
+            if rows:
+                work.append(("drop", mid, rows))
             continue
-        rows = ours.get(mid, [])
-        # A file keeps the name it was first written under: an editor holding it open must find
-        # it where it was, and a mirror kept in git should not see renames for retitled memories.
-        want = min(path for path, _, _ in rows) if rows else rel_path(head)
-        if not any(path == want and version == head.version for path, version, _ in rows):
-            work.append(("write", head, want, rows))
-        else:
-            stale = [row for row in rows if row[0] != want]
-            if stale:
-                work.append(("drop", mid, stale))
-    for mid, rows in ours.items():
-        if mid not in heads:
-            work.append(("drop", mid, rows))
+        want = rel_path(head)
+        stale = [row for row in rows if row.path != want]
+        if not any(row.path == want and row.version == head.version for row in rows):
+            work.append(("write", head, stale))
+        elif stale:
+            work.append(("drop", mid, stale))
+    work.extend(("drop", mid, rows) for mid, rows in ours.items())
     return work
 
 
@@ -323,14 +261,17 @@ def waiting(store: Any) -> int:
 
 def reconcile(store: Any, *, ids: Sequence[str] | None = None) -> list[str]:
     """Bring the files of ``ids`` (default: the memories queued in ``mirror_dirty``) in line with
-    the store: write the file of a live head that lacks an up-to-date one, remove files of our
-    own whose memory is no longer live. Returns problems worth a warning.
+    the store: write the file of a live head that lacks an up-to-date one (at the name its
+    title gives; the file under an older name goes), remove files of ours whose memory is no
+    longer live. Returns problems worth a warning.
 
     The queue is written by the same transactions that change a memory, so a process killed
     between its commit and its files leaves the work for the next one, and a settled mirror
     costs one indexed read. At most :data:`WRITE_BATCH` queued memories per call: after an
     import of thousands the files appear over the next calls instead of stalling one (and every
-    writer waiting on it). Holds the store's write lock only when there is something to do.
+    writer waiting on it). Holds the store's write lock only when there is something to do, and
+    while it writes: a file met edited by hand is left for :func:`look` to take in, never
+    overwritten.
     """
     root: Path = store.folder / MIRROR_NAME
     if ids is None and store.conn.execute("SELECT 1 FROM mirror_dirty LIMIT 1").fetchone() is None:
@@ -340,24 +281,14 @@ def reconcile(store: Any, *, ids: Sequence[str] | None = None) -> list[str]:
     with store.write() as conn:
         if ids is None:
             ids = [row[0] for row in conn.execute("SELECT id FROM mirror_dirty LIMIT ?", (WRITE_BATCH,))]
-        for step in _plan(conn, ids):
-            if step[0] == "write":
-                _, head, want, rows = step
-                problem = _write_head(conn, root, head, want)
-                folders.add((root / want).parent)
+        for step, target, rows in _plan(conn, ids) if ids else []:
+            if step == "write":
+                problem = _write_head(conn, root, target)
+                folders.add((root / rel_path(target)).parent)
                 if problem:
                     problems.append(problem)
-                    continue
-                rows = [row for row in rows if row[0] != want]
-            else:
-                _, _mid, rows = step
-            for path, _version, sha in rows:
-                if remove_if_unchanged(root, path, sha):
-                    forget_path(conn, path)
-                else:
-                    problems.append(
-                        f"{root / path} was edited by hand after its memory changed; left as it is"
-                    )
+                    continue  # the older file stays until the new one is written
+            problems.extend(_drop(conn, root, rows))
         # Done, or reported once: a problem left queued would warn on every call until fixed.
         conn.executemany("DELETE FROM mirror_dirty WHERE id = ?", [(mid,) for mid in ids])
     for folder in folders:  # once per folder, not once per file: the new names become durable
@@ -365,23 +296,98 @@ def reconcile(store: Any, *, ids: Sequence[str] | None = None) -> list[str]:
     return problems
 
 
-def _write_head(conn: Tx, root: Path, head: Version, want: str) -> str | None:
-    existing = conn.execute("SELECT origin, sha256 FROM mirror_files WHERE path = ?", (want,)).fetchone()
-    found = read_file(root / want)
-    if found is not None:
-        data, state = found
-        if existing is not None and existing[0] != "ours":
-            return f"{root / want} is a file korg-recall did not write; not overwriting it"
-        recorded_sha = existing[1] if existing is not None else None
-        if recorded_sha is not None and state.sha256 != recorded_sha:
-            return f"{root / want} changed since it was last read; it will be imported on the next call"
-        if recorded_sha is None:
-            parsed, _ = _parsed(data, state)
-            if parsed is None or parsed.meta.get("id") != head.id:
-                return f"{root / want} is a file korg-recall did not write; not overwriting it"
+def _write_head(conn: Tx, root: Path, head: Version) -> str | None:
+    want = rel_path(head)
+    row = row_at(conn, want)
+    if row is not None and row.origin != "ours":
+        return f"{root / want} is a file korg-recall did not write; not overwriting it"
+    text = render(head)
+    found = read_at(root, want)
+    if found.refused is not None:
+        return f"{root / want} is {found.refused}; not overwriting it"
+    if not found.gone and found.state is not None:
+        if row is None:
+            if found.data == text.encode("utf-8"):
+                record(conn, want, head.scope, head.id, head.version, "ours", found.state)
+                return None
+            return f"{root / want} is a file korg-recall has no record of; it is read on the next call, not overwritten"
+        if found.state.sha256 != row.sha256:
+            look_again_later(conn, want)
+            return f"{root / want} was edited by hand; the edit is taken in on the next call, not overwritten"
     try:
-        state = write_atomic(root, want, render(head))
+        state = write_atomic(root, want, text)
     except OSError as exc:
         return f"cannot write the mirror file {root / want}: {exc.strerror or exc}"
     record(conn, want, head.scope, head.id, head.version, "ours", state)
     return None
+
+
+def _drop(conn: Tx, root: Path, rows: Sequence[Row]) -> list[str]:
+    """Remove files of ours that are still what korg-recall wrote; an edited one is left for
+    :func:`look` to take in."""
+    problems: list[str] = []
+    for row in rows:
+        found = read_at(root, row.path)
+        if found.gone or found.refused is not None:
+            forget_path(conn, row.path)  # not ours any more: the next scan sees what it is
+            continue
+        if found.state is not None and found.state.sha256 != row.sha256:
+            look_again_later(conn, row.path)
+            problems.append(f"{root / row.path} was edited by hand; the edit is taken in on the next call")
+            continue
+        try:
+            remove_at(root, row.path)
+        except OSError as exc:
+            problems.append(f"cannot remove the mirror file {root / row.path}: {exc.strerror or exc}")
+            continue
+        forget_path(conn, row.path)
+    return problems
+
+
+def erase(conn: Tx, root: Path, memory_id: str, versions: Sequence[Version]) -> tuple[list[str], list[str]]:
+    """A purge's part of the mirror, under the purge's write lock: delete the files of
+    ``memory_id`` korg-recall wrote (recorded, or unrecorded but byte for byte a rendering of
+    one of its ``versions``: a write whose record a crash lost) and any temp file of them,
+    and forget every path of it (a path holds the title's slug).
+
+    Returns the files left: ``(ours edited by hand, files korg-recall did not write)``.
+    """
+    left: list[str] = []
+    theirs: list[str] = []
+    renderings = {render(v).encode("utf-8") for v in versions}
+    recorded = rows_where(conn, "id = ?", (memory_id,))
+    folders = {mirror_dir_of(v.scope) for v in versions} | {mirror_dir_of(row.scope) for row in recorded}
+    known = {row.path for row in recorded}
+    strays = [
+        f"{sub}/{name}"
+        for sub in sorted(folders)
+        for name in listing(root, sub)[0]
+        if name.endswith(f"--{memory_id}.md") and f"{sub}/{name}" not in known
+    ]
+    for row in recorded:
+        found = read_at(root, row.path)
+        if row.origin != "ours" or found.refused is not None:
+            if not found.gone:
+                theirs.append(str(root / row.path))
+        elif found.data is not None and found.state is not None:
+            ours = found.state.sha256 == row.sha256 or found.data in renderings
+            if not (ours and _removed(root, row.path)):
+                left.append(str(root / row.path))
+    for path in strays:
+        found = read_at(root, path)
+        if found.data is not None and found.data in renderings:
+            if not _removed(root, path):
+                left.append(str(root / path))
+        elif not found.gone:
+            theirs.append(str(root / path))
+    conn.execute("DELETE FROM mirror_files WHERE id = ?", (memory_id,))
+    drop_tmp(root, memory_id)
+    return left, theirs
+
+
+def _removed(root: Path, path: str) -> bool:
+    try:
+        remove_at(root, path)
+    except OSError:
+        return False
+    return True

@@ -386,9 +386,19 @@ class SqliteStore:
                     conn.execute("COMMIT")
 
     def after_purge(self) -> dict[str, Any]:
-        """With ``secure_delete`` on, the purged bytes are gone from the file once the WAL is
-        checkpointed into it and emptied."""
-        return {"wal_checkpointed": self.checkpoint()}
+        """Erase what ``secure_delete`` leaves: it zeroes a deleted cell, but when a page is
+        rebalanced the bytes of cells that moved can stay in its unused space (a soak found a
+        purged mirror path there). ``VACUUM`` rewrites every page from the live rows (its temp
+        copy in memory: ``temp_store``), and the WAL is then checkpointed into the file and
+        emptied. A few ms for a store of a few MB; rowids are kept (every table that is
+        referred to by rowid has an ``INTEGER PRIMARY KEY``)."""
+        vacuumed = True
+        try:
+            self.conn.execute("VACUUM")
+        except sqlite3.Error as exc:
+            logger.info("memory store %s: VACUUM after purge not run: %s", self.path, exc)
+            vacuumed = False
+        return {"vacuumed": vacuumed, "wal_checkpointed": self.checkpoint()}
 
     def flush_log(self, env: Mapping[str, str]) -> str | None:
         from korg_bridge.recall.memory.oplog import flush

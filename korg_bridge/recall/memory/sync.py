@@ -1,20 +1,31 @@
 """Reading the mirror back: hand edits become versions, hand-made files become memories.
 
-Run before every memory operation on the scopes it touches
-(:func:`sync_mirror`). For each change :func:`~.mirror.detect` found:
+Run before every memory operation on the scopes it touches (:func:`sync_mirror`).
+:func:`~.mirror.detect` lists the files whose size or mtime moved; each one is then
+looked at and taken in under the store's write lock (:func:`~.mirror.look`), in its own
+transaction, so what a file means never depends on timing:
 
-* an **edit** of a file whose front matter ``version`` is the current one ->
-  a new version, actor ``user``, reason "mirror edit";
-* an edit made from an **older** version (it raced a newer write) -> still
-  its own new version, newest so it wins, flagged ``conflict`` -- neither text
-  is lost: the version it raced stays in the history;
-* a **new** file without an ``id`` -> a new memory through the write policy
-  (actor ``user``), remembered by path; korg-recall never rewrites it;
-* an **unparseable** file -> left alone, recorded so ``stats`` reports it;
+* bytes equal to what korg-recall last wrote there -> not an edit (only the stat is kept);
+* an **edit** of a file whose front matter ``version`` is the current one -> a new version,
+  reason "mirror edit"; the file is korg-recall's again and is rewritten with the new
+  front matter (and renamed when the title changed);
+* an edit made from an **older** version (it raced a newer write) -> a **conflict
+  proposal**: a pending version flagged ``conflict``, never the head. The head stays
+  what the last write made it; the file is rewritten to show it; the proposal waits for a
+  person (``memories --approve ID``, or edit the file again) -- neither text is lost;
+* a file whose content is exactly a version it names (an older rendering: a crash
+  leftover, a file restored from git) -> not an edit;
+* a **new** file without an ``id`` -> a new memory through the write policy, remembered by
+  path; korg-recall never rewrites it;
+* a file naming a **purged** memory, or holding exactly a purged text -> never taken in
+  (a purge is not undone by a file left behind); reported on every scan until deleted;
+* an **unparseable** file, a FIFO, a link -> left alone, recorded so ``stats`` reports it;
 * a **deleted** file of a live memory -> written again (use ``forget`` to forget).
 
-Each change is applied in its own transaction that first re-checks the file's
-recorded hash, so two processes scanning at once import an edit once.
+Who is the writer? With ``KORG_RECALL_WRITES=auto`` whoever can write the folder is
+trusted as the user (actor ``user``). With ``confirm`` a file korg-recall did not write
+may be an agent's, so every change taken in is held as a proposal by actor ``mirror``
+until a person runs ``korg-recall memories --approve ID``.
 """
 
 from __future__ import annotations
@@ -23,14 +34,14 @@ import dataclasses
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import mirror
 from korg_bridge.recall.memory.mirror import Change
-from korg_bridge.recall.memory.records import MEMORY_TYPES, check_id
-from korg_bridge.recall.memory.rows import head, mark_dirty
-from korg_bridge.recall.memory.scopes import Context
+from korg_bridge.recall.memory.records import MEMORY_TYPES, Version, check_id
+from korg_bridge.recall.memory.rows import head, mark_dirty, select_versions
+from korg_bridge.recall.memory.scopes import ENV_WRITES, Context, mirror_dir_of
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Store, Tx
@@ -39,9 +50,12 @@ if TYPE_CHECKING:
 # Taking a change in needs the write machinery (drafts, policy, writes, the log); a settled mirror
 # -- nearly every call, recall's included -- does not, so those modules are imported where used.
 
-__all__ = ["sync_mirror"]
+__all__ = ["MIRROR_ACTOR", "sync_mirror"]
 
 logger = logging.getLogger(__name__)
+
+MIRROR_ACTOR = "mirror"
+"""The actor of a change taken in under ``KORG_RECALL_WRITES=confirm``: who made it is not known."""
 
 
 def _unique(scopes: Iterable[str]) -> list[str]:
@@ -55,9 +69,9 @@ def _unique(scopes: Iterable[str]) -> list[str]:
 def sync_mirror(store: Store, ctx: Context, scopes: Iterable[str]) -> list[str]:
     """Import what changed in the mirror folders of ``scopes``, then write what is missing.
 
-    Returns problems worth reporting (files left alone and why). Does nothing when the
-    mirror is off (``KORG_RECALL_MIRROR=0``, and always for a team store, which has no
-    folder of files) or writes are off.
+    Returns problems worth reporting (files left alone and why, changes held for approval).
+    Does nothing when the mirror is off (``KORG_RECALL_MIRROR=0``, and always for a team
+    store, which has no folder of files) or writes are off.
     """
     if not ctx.mirror or ctx.writes == "off" or store.kind != "sqlite":
         return []
@@ -65,51 +79,69 @@ def sync_mirror(store: Store, ctx: Context, scopes: Iterable[str]) -> list[str]:
 
 
 def _sync(store: SqliteStore, ctx: Context, scopes: Iterable[str]) -> list[str]:
-    wanted = _unique(scopes)
     root = store.folder / mirror.MIRROR_NAME
     mirror.clean_tmp(root, ctx.now)
-    problems: list[str] = []
-    # A person editing a file is the user, whoever runs this call; their edits are never held.
-    person = dataclasses.replace(ctx, actor="user", is_agent=False)
-    for change in mirror.detect(store.conn, root, wanted):
-        problem = _apply(store, person, root, change)
-        if problem:
-            logger.warning("memory mirror: %s", problem)
-            problems.append(problem)
+    candidates, problems = mirror.detect(store.conn, root, _unique(scopes))
+    for problem in problems:
+        logger.warning("memory mirror: %s", problem)
+    for path, scope in candidates:
+        with store.write() as conn:
+            found = _apply(conn, ctx, root, mirror.look(conn, root, path, scope))
+        if found:
+            logger.warning("memory mirror: %s", found)
+            problems.append(found)
     problems.extend(mirror.reconcile(store))
     return problems
 
 
-def _apply(store: SqliteStore, ctx: Context, root: Path, change: Change) -> str | None:
-    with store.write() as conn:
-        if change.state is not None:
-            row = conn.execute("SELECT sha256 FROM mirror_files WHERE path = ?", (change.path,)).fetchone()
-            if row is not None and row[0] == change.state.sha256 and change.kind != "touched":
-                return None  # another process took this change in already
-        if change.kind == "vanished":
+def _writer(ctx: Context, *, held: bool) -> Context:
+    """The context a change of the mirror is written with: the user in ``auto`` mode, an unknown
+    writer held for approval under ``confirm``; a conflict is held in either mode."""
+    confirm = ctx.writes == "confirm"
+    actor = MIRROR_ACTOR if confirm else "user"
+    if held or confirm:
+        return dataclasses.replace(ctx, actor=actor, is_agent=True, writes="confirm")
+    return dataclasses.replace(ctx, actor=actor, is_agent=False)
+
+
+def _apply(conn: Tx, ctx: Context, root: Path, change: Change) -> str | None:
+    """Take one change in (the caller holds the write lock since :func:`~.mirror.look`)."""
+    row, state = change.row, change.read.state
+    if change.kind == "gone":
+        return None
+    if change.kind == "vanished":
+        assert row is not None
+        mirror.forget_path(conn, change.path)
+        if row.id:
+            mark_dirty(conn, row.id)  # its memory may need a file again
+        return None
+    if state is None:  # its folder was swapped for a link since the scan listed it
+        return f"{root / change.path} cannot be read ({change.error}); left as it is"
+    if change.kind == "touched":
+        assert row is not None
+        mirror.record(conn, change.path, change.scope, row.id, row.version, row.origin, state)
+        return None
+    memory_id = row.id if row is not None else None
+    if change.kind == "refused" or change.parsed is None:
+        mirror.record(conn, change.path, change.scope, memory_id, None, "unparseable", state)
+        return f"{root / change.path} cannot be read ({change.error}); left as it is"
+    target = memory_id if row is not None and row.origin != "unparseable" else None
+    target = target or _id_in(change) or memory_id
+    current = head(conn, target) if target else None
+    if current is not None and current.state == "purged":
+        if row is not None:
             mirror.forget_path(conn, change.path)
-            if change.memory_id:
-                mark_dirty(conn, change.memory_id)  # its memory may need a file again
-            return None
-        assert change.state is not None
-        if change.kind == "touched":
-            mirror.record(
-                conn, change.path, change.scope, change.memory_id, change.recorded_version, change.origin or "ours",
-                change.state,
-            )  # fmt: skip
-            return None
-        if change.parsed is None:
-            mirror.record(
-                conn, change.path, change.scope, change.memory_id, None, "unparseable", change.state
-            )
-            return f"{root / change.path} cannot be read ({change.error}); left as it is"
-        target_id = change.memory_id if change.origin in ("ours", "user") else None
-        if target_id is None:
-            target_id = _id_in(change)
-        current = head(conn, target_id) if target_id else None
-        if current is None or current.state == "purged":
-            return _import_new(conn, ctx, root, change)
-        return _import_edit(conn, ctx, root, change, current)
+        return _purged_left(root, change, current.id)
+    if current is None:
+        return _take_new(conn, ctx, root, change)
+    return _take_edit(conn, ctx, root, change, current)
+
+
+def _purged_left(root: Path, change: Change, memory_id: str) -> str:
+    return (
+        f"{root / change.path} holds the text of purged memory {memory_id}; it is not taken in again. "
+        "Delete the file yourself"
+    )
 
 
 def _id_in(change: Change) -> str | None:
@@ -123,101 +155,171 @@ def _id_in(change: Change) -> str | None:
         return None
 
 
-def _fields(
-    change: Change, fallback_type: str, fallback_tags: list[str], ctx: Context
-) -> tuple[dict[str, object], str | None]:
-    """The memory fields a mirror file states, or why it cannot be taken in."""
-    from korg_bridge.recall.memory.drafts import checked_tags, prepare_text, title_from
+def _fields(change: Change, base: Version | None, ctx: Context) -> tuple[dict[str, Any], str | None]:
+    """The memory fields a mirror file states, or why it cannot be taken in. A title derived
+    from ``base``'s body follows the edited body (as ``revise`` does); a title someone chose stays."""
+    from korg_bridge.recall.memory.drafts import checked_tags, prepare_text
+    from korg_bridge.recall.memory.normalize import title_of
 
     assert change.parsed is not None
     meta = change.parsed.meta
+    given = meta.get("title")
+    title = given.strip() if isinstance(given, str) and given.strip() else None
+    if base is not None and title == base.title and base.title == title_of(base.body):
+        title = None
     try:
         text = prepare_text(
-            change.parsed.body, title_from(meta.get("title"), change.parsed.body),
-            allow_secrets=ctx.allow_secrets, what="the file's body",
-        )  # fmt: skip
-        tags = checked_tags(meta["tags"]) if isinstance(meta.get("tags"), list) else fallback_tags
+            change.parsed.body, title, allow_secrets=ctx.allow_secrets, what="the file's body"
+        )
+        tags = checked_tags(meta["tags"]) if isinstance(meta.get("tags"), list) else None
     except UsageError as exc:
         return {}, exc.message
     kind = meta.get("type")
-    return {
+    fields: dict[str, Any] = {
         "body": text.body,
         "title": text.title,
         "content_hash": text.content_hash,
         "trust": text.trust,
-        "tags": tags,
-        "type": kind if kind in MEMORY_TYPES else fallback_type,
-    }, None
+    }
+    if tags is not None:
+        fields["tags"] = tags
+    if kind in MEMORY_TYPES:
+        fields["type"] = kind
+    return fields, None
 
 
-def _import_edit(conn: Tx, ctx: Context, root: Path, change: Change, current: object) -> str | None:
+def _same(fields: dict[str, Any], version: Version) -> bool:
+    return all(getattr(version, name) == value for name, value in fields.items() if name != "trust")
+
+
+def _origin(change: Change, current: Version) -> str:
+    """Who owns a file about ``current``'s memory: what its record says; else -- a file with no
+    record, or one that could not be read for a while -- ``user`` for the file the memory was
+    made from, ``ours`` for a file under korg-recall's name for it in its scope's folder (a
+    write whose record a crash lost, an edit saved under a name the memory had before: taken
+    in, then renamed or removed like any file of ours), else ``copy``."""
+    row = change.row
+    if row is not None and row.origin in ("ours", "user", "copy"):
+        return row.origin
+    if isinstance(current.source, dict) and current.source.get("file") == change.path:
+        return "user"
+    folder, _, name = change.path.rpartition("/")
+    ours = folder == mirror_dir_of(current.scope) and name.endswith(f"--{current.id}.md")
+    return "ours" if ours else "copy"
+
+
+def _take_edit(conn: Tx, ctx: Context, root: Path, change: Change, current: Version) -> str | None:
     from korg_bridge.recall.memory import oplog
-    from korg_bridge.recall.memory.records import Version
+    from korg_bridge.recall.memory.claude_records import derived_refusal, is_derived
     from korg_bridge.recall.memory.writes import add_version
 
-    assert isinstance(current, Version) and change.state is not None and change.parsed is not None
-    origin = "ours" if change.path.endswith(mirror.file_name(current)) and change.origin != "user" else "user"
-    fields, error = _fields(change, current.type, current.tags, ctx)
-    if error:
-        mirror.record(conn, change.path, change.scope, current.id, None, "unparseable", change.state)
-        return f"{root / change.path} cannot be taken in ({error}); left as it is"
-    same = all(getattr(current, name) == value for name, value in fields.items() if name != "trust")
-    if same:
-        mirror.record(conn, change.path, change.scope, current.id, current.version, origin, change.state)
-        return None
+    assert change.parsed is not None and change.read.state is not None
+    state = change.read.state
+    if is_derived(current):
+        mirror.record(conn, change.path, change.scope, current.id, None, "unparseable", state)
+        return f"{root / change.path} is not taken in: {derived_refusal(current)}"
+    origin = _origin(change, current)
     stated = change.parsed.meta.get("version")
-    conflict = isinstance(stated, int) and stated < current.version
-    version = add_version(
-        conn,
-        ctx,
-        current,
-        **fields,
-        reason="mirror edit (conflict)" if conflict else "mirror edit",
-        conflict=conflict,
-    )
-    # Recorded at the version it was edited from, so the file is rewritten with the new front matter.
-    mirror.record(conn, change.path, change.scope, current.id, current.version, origin, change.state)
+    if not isinstance(stated, int) or isinstance(stated, bool):
+        stated = change.row.version if change.row is not None and origin != "user" else None
+    older = None
+    if stated is not None and stated < current.version:
+        found = select_versions(conn, "id = ? AND version = ?", (current.id, stated))
+        older = found[0] if found else None
+    fields, error = _fields(change, older or current, ctx)
+    if error:
+        mirror.record(conn, change.path, change.scope, current.id, None, "unparseable", state)
+        return f"{root / change.path} cannot be taken in ({error}); left as it is"
+    if _same(fields, current) or (older is not None and _same(fields, older)):
+        # Not an edit: the head's text, or an older version's exactly (a rendering of it).
+        shown = change.read.data == mirror.render(current).encode("utf-8")
+        mirror.record(
+            conn, change.path, change.scope, current.id, current.version if shown else None, origin, state
+        )
+        if not shown and origin == "ours":
+            mark_dirty(conn, current.id)
+        return None
+    conflict = stated is not None and stated < current.version
+    writer = _writer(ctx, held=conflict)
+    reason = "mirror edit (conflict)" if conflict else "mirror edit"
+    version = add_version(conn, writer, current, **fields, reason=reason, conflict=conflict)
+    # Recorded with no version: the file is ours to rewrite (the head's front matter, its name).
+    mirror.record(conn, change.path, change.scope, current.id, None, origin, state)
+    mark_dirty(conn, current.id)
+    status = "conflict" if conflict else ("pending" if version.state == "pending" else "revised")
     oplog.record(
         conn,
-        actor=ctx.actor,
+        actor=writer.actor,
         op="mirror_edit",
-        status="conflict" if conflict else "revised",
-        args={**oplog.version_args(version), "file": change.path},
+        status=status,
+        args=oplog.version_args(version),
         now=ctx.now,
     )
+    if conflict:
+        return (
+            f"{root / change.path} was edited from version {stated}, but {current.id} is at version "
+            f"{current.version}: the edit is kept as proposal v{version.version} [conflict], not applied. Compare "
+            f"with `korg-recall memories --ids {current.id}`; apply it with `korg-recall memories --approve "
+            f"{current.id}`, or edit the file again"
+        )
+    if version.state == "pending":
+        return _held_note(root, change, current.id)
     return None
 
 
-def _import_new(conn: Tx, ctx: Context, root: Path, change: Change) -> str | None:
+def _held_note(root: Path, change: Change, memory_id: str) -> str:
+    return (
+        f"{root / change.path}: the change is held for approval ({ENV_WRITES}=confirm: a file korg-recall did "
+        f"not write may be an agent's). If it is yours, run `korg-recall memories --approve {memory_id}`"
+    )
+
+
+def _purged_text(conn: Tx, scope: str, content_hash: str) -> str | None:
+    row = conn.execute(
+        "SELECT id FROM memory WHERE scope = ? AND content_hash = ? AND state = 'purged' LIMIT 1",
+        (scope, content_hash),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _take_new(conn: Tx, ctx: Context, root: Path, change: Change) -> str | None:
     from korg_bridge.recall.memory import oplog
     from korg_bridge.recall.memory.policy import Draft, decide
     from korg_bridge.recall.memory.writes import apply_decision
 
-    assert change.state is not None and change.parsed is not None
-    fields, error = _fields(change, "note", [], ctx)
+    assert change.read.state is not None and change.parsed is not None
+    state = change.read.state
+    fields, error = _fields(change, None, ctx)
     if error:
-        mirror.record(conn, change.path, change.scope, None, None, "unparseable", change.state)
+        mirror.record(conn, change.path, change.scope, None, None, "unparseable", state)
         return f"{root / change.path} cannot be taken in ({error}); left as it is"
+    purged = _purged_text(conn, change.scope, str(fields["content_hash"]))
+    if purged is not None:
+        return _purged_left(root, change, purged)
     draft = Draft(
         body=str(fields["body"]),
         title=str(fields["title"]),
         title_given=True,
-        type=str(fields["type"]),
+        type=str(fields.get("type", "note")),
         scope=change.scope,
         content_hash=str(fields["content_hash"]),
         trust=str(fields["trust"]),
-        tags=list(fields["tags"]),  # type: ignore[call-overload]
+        tags=list(fields.get("tags", [])),
         source={"file": change.path},
     )
+    writer = _writer(ctx, held=False)
     decision = decide(conn, draft, {})
-    version = apply_decision(conn, ctx, draft, decision)
-    mirror.record(conn, change.path, change.scope, version.id, version.version, "user", change.state)
+    version = apply_decision(conn, writer, draft, decision)
+    # The file a memory was made from is its mirror; a file repeating or merging into another
+    # memory is a copy, which must not displace that memory's own file.
+    origin = "user" if decision.status == "created" else "copy"
+    mirror.record(conn, change.path, change.scope, version.id, version.version, origin, state)
     oplog.record(
         conn,
-        actor=ctx.actor,
+        actor=writer.actor,
         op="mirror_import",
         status=decision.status,
-        args={**oplog.version_args(version), "file": change.path},
+        args=oplog.version_args(version),
         now=ctx.now,
     )
-    return None
+    return _held_note(root, change, version.id) if version.state == "pending" else None

@@ -41,6 +41,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "postgres_only: about the team store alone (RLS, tenants, its failures)"
     )
+    config.addinivalue_line(
+        "markers", "soak: many writer processes for about a minute (runs in CI; deselect with -m 'not soak')"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

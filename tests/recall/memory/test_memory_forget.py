@@ -3,13 +3,14 @@ repeated and impossible forgets, and files a person made that a purge must not d
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from korg_bridge.recall.memory import forget, search
 
-from ._memory import answer, call, rows
+from ._memory import PgTarget, answer, call, holds, log_entries, rows, run
 
 
 def remember(capsys: pytest.CaptureFixture[str], text: str) -> str:
@@ -93,3 +94,40 @@ def test_a_purge_leaves_a_file_the_user_made_and_says_so(
     assert mine.read_text() == "Herons fish at dawn.\n"
     answer(capsys, "memories")  # the kept file is not taken in again as a new memory
     assert not any("Herons" in line for line in answer(capsys, "memories")["lines"])
+
+
+def test_a_purge_leaves_no_byte_of_title_body_tags_key_or_slug_anywhere_korg_recall_writes(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path | PgTarget, isolated_env: Path
+) -> None:
+    made = answer(
+        capsys, "remember", "--content", "Quokka rounds: twice daily at the west enclosure.", "--type", "project",
+        "--title", "Quokka feeding plan", "--tags", "marsupialtag", "--key", "quokkakey",
+    )  # fmt: skip
+    memory_id = str(made["id"])
+    if isinstance(store, Path):  # a hand edit of the mirror file: logged as a mirror_edit
+        path = next((store.parent / "memories").rglob(f"*--{memory_id}.md"))
+        assert "quokka-feeding-plan" in path.name
+        path.write_text(path.read_text().replace("twice daily", "thrice daily"))
+        answer(capsys, "memories")
+        assert [e["tool_name"] for e in log_entries(store)][-1] == "memory.mirror_edit"
+    answer(
+        capsys, "revise", "--id", memory_id, "--content", "Quokka rounds: thrice daily, west enclosure gate."
+    )
+    history = run("recall", "--query", memory_id, "--kinds", "history", "--json", cwd=project)
+    assert history.returncode == 0, history.stderr  # the history index, built from the log
+    if isinstance(store, Path):
+        assert json.loads(history.stdout)["hits"], "the log was not indexed"
+    done = answer(capsys, "forget", "--id", memory_id, "--mode", "purge")
+    assert done["status"] == "purged"
+    needles = ("Quokka", "quokka", "rounds", "enclosure", "marsupialtag", "quokkakey", "feeding-plan")
+    for needle in needles:
+        assert not holds(store, needle), needle
+    if isinstance(store, Path):
+        written = b"".join(
+            p.as_posix().encode() + (p.read_bytes() if p.is_file() else b"")
+            for folder in (store.parent, isolated_env / ".cache")
+            for p in folder.rglob("*")
+            if p.is_file() or p.is_dir()
+        )
+        for needle in needles:
+            assert needle.encode() not in written, needle

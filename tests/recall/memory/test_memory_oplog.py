@@ -10,12 +10,14 @@ in the operation's own transaction."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from _sqlite import connect
 
-from ._memory import PgTarget, answer, log_entries, ok, rows, run
+from ._memory import SUBPROCESS_BOUND, PgTarget, answer, korg_recall, log_entries, ok, rows, run
 
 FILE_QUEUE = pytest.mark.sqlite_only("the queue between a SQLite transaction and the log file")
 
@@ -128,3 +130,91 @@ def test_a_log_that_cannot_be_appended_to_never_hides_a_committed_write(
     assert str(made["checks"]["oplog"]).startswith("queued: ")  # type: ignore[index]
     assert rows(store, "SELECT count(*) FROM oplog_pending") == [(1,)]
     assert answer(capsys, "memories", "--stats")["oplog_queued"] == 1
+
+
+def store_flag(store: Path | PgTarget) -> list[str]:
+    """``verify --store``: the log checked against what the store itself recorded of it."""
+    return ["--store", store.url if isinstance(store, PgTarget) else str(store)]
+
+
+def not_intact(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    report = json.loads(proc.stdout)
+    assert report["intact"] is False
+    return list(report["errors"])
+
+
+def test_cutting_the_last_entries_off_the_log_is_reported_and_stays_reported(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path | PgTarget
+) -> None:
+    for n in range(4):
+        answer(capsys, "remember", "--content", f"Fact number {n} about kestrels.", "--type", "note")
+    assert ok(run("verify", *store_flag(store), cwd=project))["intact"] is True
+    if isinstance(store, PgTarget):  # the application role cannot delete from the log; its owner can
+        store.as_owner("DELETE FROM memory_ops WHERE seq_id > 2")
+    else:
+        lines = log_of(store).read_text().splitlines()
+        log_of(store).write_text("\n".join(lines[:2]) + "\n")
+    assert any(
+        "seq 3-4 missing" in error for error in not_intact(run("verify", *store_flag(store), cwd=project))
+    )
+    # The next write does not turn the shorter chain into one that verifies.
+    answer(capsys, "remember", "--content", "Fact number 5 about kestrels.", "--type", "note")
+    assert any(
+        "seq 3-4 missing" in error for error in not_intact(run("verify", *store_flag(store), cwd=project))
+    )
+
+
+@FILE_QUEUE
+def test_a_deleted_log_is_reported_and_a_new_one_does_not_hide_it(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path
+) -> None:
+    for n in range(3):
+        answer(capsys, "remember", "--content", f"Fact number {n} about ospreys.", "--type", "note")
+    log_of(store).unlink()
+    errors = not_intact(run("verify", "--store", str(store), cwd=project))
+    assert any("missing" in error and "seq 3" in error for error in errors), errors
+    answer(capsys, "remember", "--content", "Fact number 4 about ospreys.", "--type", "note")
+    assert len(entries(store)) == 1  # a new log, chained from the start ...
+    errors = not_intact(run("verify", "--store", str(store), cwd=project))
+    assert any("entries lost for good" in error for error in errors), errors  # ... that does not verify
+
+
+@FILE_QUEUE
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_log_replaced_by_a_fifo_or_a_directory_is_refused_at_once(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path, kind: str
+) -> None:
+    answer(capsys, "remember", "--content", "Fact number 1 about egrets.", "--type", "note")
+    log_of(store).unlink()
+    if kind == "fifo":
+        os.mkfifo(log_of(store))
+    else:
+        log_of(store).mkdir()
+    writers = [
+        subprocess.Popen(
+            [*korg_recall(), "remember", "--content", f"Fact number {n} about egrets.", "--type", "note"],
+            cwd=project,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in (2, 3)
+    ]
+    try:
+        for writer in writers:  # neither hangs holding the store's lock, nor fails waiting for the other
+            out, err = writer.communicate(timeout=SUBPROCESS_BOUND)
+            assert writer.returncode == 0, err
+            oplog = json.loads(out)["checks"]["oplog"]
+            assert oplog.startswith("queued: ") and (
+                "FIFO" in oplog if kind == "fifo" else "directory" in oplog
+            )
+    finally:
+        for writer in writers:
+            if writer.poll() is None:
+                writer.kill()
+                writer.communicate(timeout=10)
+    assert rows(store, "SELECT count(*) FROM oplog_pending") == [(2,)]  # kept for when the log is back
+    errors = not_intact(run("verify", "--store", str(store), cwd=project))
+    assert any("not a log file" in error for error in errors), errors

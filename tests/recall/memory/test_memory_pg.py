@@ -92,9 +92,30 @@ def test_store_migrate_is_idempotent_and_names_what_it_did(pg_roles: Roles) -> N
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
     assert report["applied"] == [] and report["granted"] == [APP]
-    assert report["schema"] == ["m001_memory", "m002_forget_secret"]
+    assert report["schema"] == ["m001_memory", "m002_forget_secret", "m003_memory_ops_head"]
     assert pg_roles.owner_password not in again.stdout + again.stderr
     assert report["store"].startswith("postgresql://korg_owner:***@127.0.0.1:")
+
+
+def test_upgrading_a_store_to_the_log_head_needs_no_new_grant_and_keeps_its_chain(
+    pg_roles: Roles, project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from _postgres import create_database, migrate
+
+    database = f"upgrade_{uuid.uuid4().hex[:8]}"
+    app_url = create_database(pg_roles, database)
+    with psycopg.connect(pg_roles.owner_url(database), autocommit=True, connect_timeout=10) as owner:
+        # The store as the previous release left it: no head table.
+        owner.execute("DROP TABLE korg_recall.memory_ops_head")
+        owner.execute("DELETE FROM korg_recall._migrations WHERE name = 'm003_memory_ops_head'")
+    monkeypatch.setenv("KORG_RECALL_STORE", app_url)
+    monkeypatch.setenv("KORG_RECALL_TENANT", tenant())
+    code, _, err = call(capsys, "remember", "--content", "Before the upgrade.", "--type", "note")
+    assert code == 3 and "store migrate" in err
+    done = migrate(pg_roles.owner_url(database), grant=())  # the operator forgets --grant
+    assert done.returncode == 0, done.stderr
+    answer(capsys, "remember", "--content", "After the upgrade: cranes arrive in March.", "--type", "note")
+    assert ok(run("verify", "--store", app_url, cwd=project))["intact"] is True
 
 
 # --- row-level security -----------------------------------------------------------------------
@@ -308,7 +329,7 @@ def test_a_deleted_log_entry_breaks_the_chain_and_verify_store_says_where(
     proc = run("verify", "--store", team.url, cwd=project)
     assert proc.returncode == 1
     errors = json.loads(proc.stdout)["errors"]
-    assert any(e.startswith("seq 3: expected seq 2") for e in errors)
+    assert any(e.startswith("seq 2 missing") for e in errors)
     assert any(e.startswith("seq 3: prev_hash mismatch") for e in errors)
     code, _, err = call(capsys, "verify", "--store", team.url, "--pubkey", "00" * 32)
     assert code == 2 and "pass them with --path" in err

@@ -11,8 +11,9 @@ chain; the application role may insert and read it, never update or delete it.
 
 :func:`verify` walks a tenant's chain the way ``korg-recall verify --path`` walks a
 file: contiguous ``seq_id`` from 1 (a deleted row is a gap), each ``prev_hash`` the
-previous ``entry_hash``, each ``entry_hash`` recomputed. It is what
-``korg-recall verify --store URL`` prints.
+previous ``entry_hash``, each ``entry_hash`` recomputed, and the last entry the one the
+tenant's ``memory_ops_head`` row names (rows deleted at the end are missing, not a shorter
+chain). It is what ``korg-recall verify --store URL`` prints.
 """
 
 from __future__ import annotations
@@ -35,10 +36,28 @@ BATCH = 2000
 """Entries read per query while verifying: a chain of millions never sits in memory at once."""
 
 
+def _span(first: int, last: int) -> str:
+    return f"seq {first}" if first == last else f"seq {first}-{last}"
+
+
+def _head(tx: Tx) -> tuple[int, str] | None:
+    """``(seq_id, entry_hash)`` of the last entry appended for the tenant, as ``memory_ops_head`` keeps it."""
+    row = tx.execute("SELECT seq_id, entry_hash FROM memory_ops_head").fetchone()
+    return (int(row[0]), str(row[1])) if row is not None else None
+
+
 def append(tx: Tx, entry: Mapping[str, Any], key: bytes | None) -> dict[str, Any]:
-    """Chain ``entry`` onto the tenant's log (the caller's transaction holds the tenant's lock)."""
+    """Chain ``entry`` onto the tenant's log (the caller's transaction holds the tenant's lock).
+
+    The chain goes on from the head the tenant's ``memory_ops_head`` row keeps, not from the
+    table's last row: if rows at the end were deleted, the new entry's ``seq_id`` and
+    ``prev_hash`` leave the gap where :func:`verify` keeps finding it.
+    """
     row = tx.execute("SELECT seq_id, entry_hash FROM memory_ops ORDER BY seq_id DESC LIMIT 1").fetchone()
     seq, prev = (int(row[0]), str(row[1])) if row is not None else (0, GENESIS_HASH)
+    kept = _head(tx)
+    if kept is not None and kept[0] > seq:
+        seq, prev = kept
     event: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "seq_id": seq + 1}
     event.update((name, value) for name, value in entry.items() if name != "schema_version")
     event["prev_hash"] = prev
@@ -46,6 +65,11 @@ def append(tx: Tx, entry: Mapping[str, Any], key: bytes | None) -> dict[str, Any
     tx.execute(
         "INSERT INTO memory_ops (seq_id, entry, entry_hash) VALUES (?, ?, ?)",
         (seq + 1, json.dumps(event), event["entry_hash"]),
+    )
+    tx.execute(
+        "INSERT INTO memory_ops_head (seq_id, entry_hash) VALUES (?, ?) ON CONFLICT (tenant_id) "
+        "DO UPDATE SET seq_id = excluded.seq_id, entry_hash = excluded.entry_hash",
+        (seq + 1, event["entry_hash"]),
     )
     return event
 
@@ -70,7 +94,9 @@ def verify(tx: Tx, key: bytes | None, label: str) -> VerifyReport:
             after = seq_id
             events += 1
             label_seq = f"seq {seq_id}"
-            if seq_id != expected_seq:
+            if seq_id > expected_seq:
+                errors.append(f"{_span(expected_seq, seq_id - 1)} missing (entries were deleted)")
+            elif seq_id != expected_seq:
                 errors.append(f"{label_seq}: expected seq {expected_seq} (entries were deleted or inserted)")
             expected_seq = seq_id + 1
             try:
@@ -102,4 +128,16 @@ def verify(tx: Tx, key: bytes | None, label: str) -> VerifyReport:
                     errors.append(f"{label_seq}: entry_hash mismatch (content tampered, {hint})")
             tip = str(claimed) if isinstance(claimed, str) else str(column_hash)
             expected_prev = tip
+    kept = _head(tx)
+    if kept is not None and (expected_seq - 1, tip) != kept:
+        last = expected_seq - 1
+        if last < kept[0]:
+            errors.append(
+                f"{_span(last + 1, kept[0])} missing: the log ends at seq {last}, but entries were appended "
+                f"up to seq {kept[0]}"
+            )
+        else:
+            errors.append(
+                f"seq {kept[0]}: the log does not end with the entry last appended (rows were changed)"
+            )
     return VerifyReport(path=label, events=events, intact=not errors, tip_entry_hash=tip, errors=errors)

@@ -21,7 +21,8 @@ Everything lives in schema ``korg_recall``. The tables mirror the SQLite store's
   application role from using (see :mod:`.fulltext`);
 * vectors are pgvector ``halfvec`` (half the bytes of float32; cosine ranks alike)
   with an HNSW index per model dimension (:data:`HNSW_M`, :data:`HNSW_EF_CONSTRUCTION`);
-* the operation log is table ``memory_ops``, hash-chained per tenant (:mod:`.oplog`);
+* the operation log is table ``memory_ops``, hash-chained per tenant, and ``memory_ops_head``
+  keeps each tenant's last entry (:mod:`.oplog`);
   there is no mirror (a team store is not one person's folder of files).
 """
 
@@ -58,12 +59,15 @@ HNSW_DIMS = (384,)
 """Dimensions with an HNSW index: 384 is the default embedding models' (bge-small, MiniLM). Vectors
 of other dimensions are stored and compared too, by an exact scan of the tenant's rows."""
 
-TENANT_TABLES = ("memory", "memory_links", "memory_vectors", "memory_ops")
+TENANT_TABLES = ("memory", "memory_links", "memory_vectors", "memory_ops", "memory_ops_head")
+_M001_TABLES = TENANT_TABLES[:4]
+"""The tenant tables the first migration made (a migration never changes once released)."""
 APP_TABLES: dict[str, str] = {
     "memory": "SELECT, INSERT, UPDATE, DELETE",
     "memory_links": "SELECT, INSERT, UPDATE, DELETE",
     "memory_vectors": "SELECT, INSERT, UPDATE, DELETE",
     "memory_ops": "SELECT, INSERT",
+    "memory_ops_head": "SELECT, INSERT, UPDATE",
     "meta": "SELECT",
     "_migrations": "SELECT",
 }
@@ -104,6 +108,31 @@ def _forget_secret(conn: Any) -> None:
     # The root of forget's confirmation-token keys; each tenant's key is an HMAC of it (store.py),
     # so a first forget -- which must change nothing -- never has to write one.
     conn.execute("INSERT INTO meta (key, value) VALUES ('forget_secret', %s)", (secrets.token_hex(32),))
+
+
+def _ops_head(conn: Any) -> None:
+    # The last entry appended to each tenant's log, updated with it: rows deleted at the log's end
+    # are then missing, not a shorter chain that verifies (see oplog.py). The roles that may append
+    # to the log may keep its head too, so an upgrade needs no new grant.
+    conn.execute(
+        f"""
+        CREATE TABLE memory_ops_head (
+            {_TENANT} PRIMARY KEY,
+            seq_id bigint NOT NULL CHECK (seq_id > 0),
+            entry_hash {_TEXT} NOT NULL
+        )
+        """
+    )
+    for statement in _isolated("memory_ops_head"):
+        conn.execute(statement)
+    grantees = conn.execute(
+        "SELECT DISTINCT grantee FROM information_schema.role_table_grants WHERE table_schema = %s "
+        "AND table_name = 'memory_ops' AND privilege_type = 'INSERT' AND grantee <> current_user",
+        (SCHEMA,),
+    ).fetchall()
+    for (grantee,) in grantees:
+        role = '"' + str(grantee).replace('"', '""') + '"'
+        conn.execute(f"GRANT {APP_TABLES['memory_ops_head']} ON {SCHEMA}.memory_ops_head TO {role}")
 
 
 Step = Sequence[str] | Callable[[Any], None]
@@ -190,10 +219,11 @@ MIGRATIONS: list[tuple[str, Step]] = [
             )
             """,
             "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
-            *(statement for table in TENANT_TABLES for statement in _isolated(table)),
+            *(statement for table in _M001_TABLES for statement in _isolated(table)),
         ),
     ),
     ("m002_forget_secret", _forget_secret),
+    ("m003_memory_ops_head", _ops_head),
 ]
 
 

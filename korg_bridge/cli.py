@@ -26,7 +26,7 @@ from .discovery import DEFAULT_DISCOVERY_TIMEOUT, discover
 from .errors import UsageError
 from .invocation import DEFAULT_CALL_TIMEOUT
 from .policy import ENV_VAR, Policy
-from .toolkit import USER_INTERRUPT, unknown_words, run_guarded, usage_error
+from .toolkit import USER_INTERRUPT, run_guarded, unknown_words, usage_error
 from .toolnames import NAME_STYLES
 
 if TYPE_CHECKING:

@@ -158,6 +158,11 @@ class Tx(Protocol):
         """An expression giving field ``name`` (a constant) of the ``source`` JSON column, as text."""
         ...
 
+    def take_turn(self) -> None:
+        """In a transaction opened with ``write(stage=True)``: wait for the store's other writers
+        and hold them off until commit (see :meth:`Store.write`)."""
+        ...
+
 
 class Store(Protocol):
     """An open memory store."""
@@ -177,7 +182,15 @@ class Store(Protocol):
         """The SQLite store's folder (mirror, operation log, backups); None for a team store."""
         ...
 
-    def write(self) -> contextlib.AbstractContextManager[Tx]: ...
+    def write(self, *, stage: bool = False) -> contextlib.AbstractContextManager[Tx]:
+        """One write transaction: all of it commits, or none of it; writers take turns.
+
+        ``stage``: the caller writes rows no one else can see before it calls
+        :meth:`Tx.take_turn` (an import's new memories), so where the database allows it (a team
+        store) other writers are not held off meanwhile; a SQLite file has one writer at a time,
+        so there the turn is taken at once.
+        """
+        ...
 
     def reading(self) -> contextlib.AbstractContextManager[Tx]: ...
 

@@ -139,6 +139,9 @@ class SqliteTx:
     def mark_dirty(self, memory_id: str) -> None:
         self.conn.execute("INSERT INTO mirror_dirty (id) VALUES (?) ON CONFLICT DO NOTHING", (memory_id,))
 
+    def take_turn(self) -> None:
+        """Nothing to wait for: ``BEGIN IMMEDIATE`` took the file's write lock already."""
+
     def secret(self, name: str) -> str:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (f"{name}_secret",)).fetchone()
         return "" if row is None else str(row[0])
@@ -147,7 +150,9 @@ class SqliteTx:
         return "EXISTS (SELECT 1 FROM json_each(memory.tags) WHERE json_each.value = ?)"
 
     def source_field(self, name: str) -> str:
-        return f"json_extract(source, '$.{name}')"
+        # NULL for a value an older korg-recall stored that is not strict JSON (an imported NaN):
+        # json_extract would fail the whole statement, and with it every listing of the store.
+        return f"CASE WHEN json_valid(source) THEN json_extract(source, '$.{name}') END"
 
 
 class SqliteStore:
@@ -339,8 +344,11 @@ class SqliteStore:
     # --- transactions --------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[SqliteTx]:
+    def write(self, *, stage: bool = False) -> Iterator[SqliteTx]:
         """One ``BEGIN IMMEDIATE`` transaction: all of it commits, or none of it.
+
+        ``stage`` changes nothing here: a SQLite file has one writer at a time, so a transaction
+        that writes holds the lock from its first write (see :meth:`.backend.Store.write`).
 
         Raises:
             KorgError: the store stays locked past the busy timeout, or SQLite fails

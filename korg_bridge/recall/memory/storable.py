@@ -35,12 +35,15 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_SOURCE_BYTES", "check", "depth", "dumps", "fit", "loads", "text"]
+__all__ = ["MAX_DEPTH", "MAX_SOURCE_BYTES", "MAX_STORED_DEPTH", "check", "depth", "dumps", "fit", "loads", "text"]
 
 MAX_DEPTH = 32
 """Levels of nesting a stored JSON value may have. Far above any metadata (mem0's is flat), far
 below what breaks a reader: Python's JSON codec recurses once per level (the interpreter stops at
 about 1,000, minus the depth of the caller), SQLite's JSON functions stop at 1,000."""
+MAX_STORED_DEPTH = MAX_DEPTH + 3
+"""Levels a stored column may nest: a provenance entry (a list of objects) holds a ``source`` that
+holds the metadata an import kept. An export's columns are checked against this."""
 MAX_SOURCE_BYTES = 8 * 1024
 """A foreign memory's metadata kept in its ``source`` (and once more in its provenance) is cut to
 this, as a body is: it says where a memory came from, it is not the memory."""
@@ -146,16 +149,16 @@ def depth(value: Any) -> int:
     return deepest
 
 
-def check(value: Any, what: str, fail: Callable[[str], Exception]) -> Any:
-    """``value`` when it nests at most :data:`MAX_DEPTH` levels.
+def check(value: Any, what: str, fail: Callable[[str], Exception], limit: int = MAX_DEPTH) -> Any:
+    """``value`` when it nests at most ``limit`` levels.
 
     Raises:
         Exception: ``fail(reason)`` -- the caller's error, naming the file and the item.
     """
     levels = depth(value)
-    if levels > MAX_DEPTH:
+    if levels > limit:
         raise fail(
-            f"{what} is nested {levels} levels deep; korg-recall keeps at most {MAX_DEPTH}. "
+            f"{what} is nested {levels} levels deep; korg-recall keeps at most {limit}. "
             "Flatten it, or leave it out"
         )
     return value

@@ -140,7 +140,7 @@ def _version(obj: Mapping[str, Any], where: str, out: Exported, allow_secrets: b
         if not ok(obj[name]):
             raise _fail(where, f"{name} is not {form} (got {str(obj[name])[:40]!r})")
     for name in ("source", "provenance"):
-        storable.check(obj[name], name, lambda reason: _fail(where, reason))
+        storable.check(obj[name], name, lambda reason: _fail(where, reason), storable.MAX_STORED_DEPTH)
     version = Version.from_dict(obj)
     if len(version.body.encode("utf-8")) > BODY_MAX_BYTES:
         raise _fail(where, f"the body is over {BODY_MAX_BYTES} bytes, more than a memory holds")

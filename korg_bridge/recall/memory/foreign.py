@@ -30,6 +30,7 @@ merged with (a missed merge costs one line); an exact one is never duplicated.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -144,17 +145,31 @@ class Plan:
     steps: list[Step]
     facts: dict[str, Facts]
     known: dict[str, str]
-    """Foreign identity → the lineage holding it (imported before, or by this plan)."""
+    """Foreign identity (:func:`digest`) → the lineage holding it (imported before, or by this plan)."""
+    recorded: dict[str, str]
+    """What ``import_identities`` held when the plan read it."""
     relations: list[tuple[str, str, str]]
 
 
-def _identities(conn: Tx) -> dict[str, str]:
-    """Foreign identity → the lineage that holds it (the latest row naming it wins)."""
+def digest(identity: str) -> str:
+    """How ``import_identities`` keeps a foreign identity: its SHA-256, nothing readable."""
+    return hashlib.sha256(identity.encode("utf-8")).hexdigest()
+
+
+def _identities(conn: Tx) -> tuple[dict[str, str], dict[str, str]]:
+    """Foreign identity (by :func:`digest`) → the lineage it became, and the digests
+    ``import_identities`` holds. The table outlives a purge; the ``source`` of memories imported
+    before it existed still names theirs (the latest row naming one wins)."""
     identity = conn.source_field("identity")
     rows = conn.execute(
         f"SELECT id, {identity} FROM memory WHERE source IS NOT NULL AND {identity} IS NOT NULL ORDER BY rowid"
     )
-    return {str(name): str(memory_id) for memory_id, name in rows}
+    known = {digest(str(name)): str(memory_id) for memory_id, name in rows}
+    recorded = {
+        str(key): str(memory_id)
+        for key, memory_id in conn.execute("SELECT digest, id FROM import_identities")
+    }
+    return {**known, **recorded}, recorded
 
 
 class _Model:
@@ -171,7 +186,7 @@ class _Model:
                 self.held.setdefault((str(in_scope), str(digest)), str(memory_id))
                 rows.append((memory_id, number, state, by, in_scope))
         self.facts = _facts(rows)
-        self.known = _identities(conn)
+        self.known, self.recorded = _identities(conn)
         named = [item.our_id for item in items if item.our_id]
         elsewhere = [mid for mid in [*self.known.values(), *named] if mid not in self.facts]
         self.facts.update(lineage_facts(conn, elsewhere))
@@ -230,7 +245,7 @@ def _step(model: _Model, ctx: Context, item: Foreign) -> Step:
             return _skipped(item, holder, state, "the same text as")
         return Step(item, "exists", holder)
     target: str | None = None
-    previous = model.known.get(identity) if identity else None
+    previous = model.known.get(digest(identity)) if identity else None
     if previous is not None:
         state = model.state(previous)
         if state is None or state in FORGOTTEN:
@@ -254,7 +269,7 @@ def _step(model: _Model, ctx: Context, item: Foreign) -> Step:
     model.add(row)
     model.held[(draft.scope, draft.content_hash)] = row.id
     if identity:
-        model.known[identity] = row.id
+        model.known[digest(identity)] = row.id
     return step
 
 
@@ -265,7 +280,7 @@ def plan_foreign(
     transaction: nothing is written, and no writer is held off)."""
     model = _Model(conn, items)
     steps = [_step(model, ctx, item) for item in items]
-    return Plan(ctx, steps, model.read, model.known, list(relations))
+    return Plan(ctx, steps, model.read, model.known, model.recorded, list(relations))
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -298,6 +313,48 @@ def _stage(conn: Tx, plan: Plan) -> None:
             for dst in step.links
         ],
     )
+
+
+def _identities_written(plan: Plan) -> dict[str, str]:
+    """Foreign identity (:func:`digest`) → the lineage this plan writes it to, the last step winning."""
+    return {
+        digest(step.item.identity): step.lineage
+        for step in plan.steps
+        if step.item.identity and step.row is not None and step.lineage
+    }
+
+
+def _stage_identities(conn: Tx, plan: Plan) -> None:
+    """Record the identities the plan writes for the first time (staged with its new memories)."""
+    conn.executemany(
+        "INSERT INTO import_identities (digest, id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        [
+            (key, memory_id)
+            for key, memory_id in _identities_written(plan).items()
+            if key not in plan.recorded
+        ],
+    )
+
+
+def _record_identities(conn: Tx, plan: Plan, undone: set[str]) -> None:
+    """In turn: repoint identities recorded before that this plan wrote elsewhere; forget the staged
+    ones of memories decided again (their new decision records its own)."""
+    written = _identities_written(plan)
+    conn.executemany(
+        "UPDATE import_identities SET id = ? WHERE digest = ?",
+        [
+            (memory_id, key)
+            for key, memory_id in written.items()
+            if key in plan.recorded and plan.recorded[key] != memory_id and memory_id not in undone
+        ],
+    )
+    stale = sorted(
+        key for key, memory_id in written.items() if key not in plan.recorded and memory_id in undone
+    )
+    for part in chunks(stale):
+        conn.execute(
+            f"DELETE FROM import_identities WHERE digest IN ({', '.join('?' * len(part))})", tuple(part)
+        )
 
 
 def _check(conn: Tx, plan: Plan) -> tuple[set[str], set[str]]:
@@ -403,8 +460,10 @@ def write_plan(conn: Tx, plan: Plan) -> Outcome:
     """
     outcome = Outcome()
     _stage(conn, plan)
+    _stage_identities(conn, plan)
     conn.take_turn()
     undone, gone = _check(conn, plan)
+    _record_identities(conn, plan, undone)
     if undone:
         stale = [s for s in plan.steps if s.row is not None and s.lineage in undone]
         _unstage(conn, sorted(undone & _new_lineages(plan)))
@@ -415,10 +474,13 @@ def write_plan(conn: Tx, plan: Plan) -> Outcome:
         # Decided again by the same rules, in turn, against the store as it is now: nothing to check.
         again = plan_foreign(conn, plan.ctx, [step.item for step in stale])
         _stage(conn, again)
+        _stage_identities(conn, again)
+        _record_identities(conn, again, set())
         _apply(conn, again, set(), set(), outcome)
         known.update(again.known)
     now = iso(plan.ctx.now)
     for src, dst, kind in plan.relations:
-        if src in known and dst in known and known[src] != known[dst]:
-            outcome.counts["links"] += add_link(conn, known[src], known[dst], kind, now)
+        ends = known.get(digest(src)), known.get(digest(dst))
+        if ends[0] and ends[1] and ends[0] != ends[1]:
+            outcome.counts["links"] += add_link(conn, ends[0], ends[1], kind, now)
     return outcome

@@ -35,7 +35,17 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_SOURCE_BYTES", "MAX_STORED_DEPTH", "check", "depth", "dumps", "fit", "loads", "text"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SOURCE_BYTES",
+    "MAX_STORED_DEPTH",
+    "check",
+    "depth",
+    "dumps",
+    "fit",
+    "loads",
+    "text",
+]
 
 MAX_DEPTH = 32
 """Levels of nesting a stored JSON value may have. Far above any metadata (mem0's is flat), far

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from _postgres import OWNER, Roles, create_database, migrate
 
+from korg_bridge.recall.memory.pg.schema import MIGRATIONS
+
 from ._memory import failed, run
 
 pytestmark = pytest.mark.postgres_only
@@ -125,7 +127,9 @@ def test_a_schema_from_a_newer_korg_recall_is_refused_and_left_untouched(
     again = migrate(pg_roles.owner_url("korg_spare"))
     assert again.returncode == 3 and "newer korg-recall" in again.stderr
     with pg_roles.server.connect(pg_roles.owner_url("korg_spare")) as owner:
-        assert owner.execute("SELECT count(*) FROM korg_recall._migrations").fetchone() == (3,)
+        assert owner.execute("SELECT count(*) FROM korg_recall._migrations").fetchone() == (
+            len(MIGRATIONS) + 1,
+        )
 
 
 def test_an_older_schema_names_the_migrate_command(

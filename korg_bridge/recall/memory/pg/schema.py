@@ -58,12 +58,15 @@ HNSW_DIMS = (384,)
 """Dimensions with an HNSW index: 384 is the default embedding models' (bge-small, MiniLM). Vectors
 of other dimensions are stored and compared too, by an exact scan of the tenant's rows."""
 
-TENANT_TABLES = ("memory", "memory_links", "memory_vectors", "memory_ops")
+_FIRST_TABLES = ("memory", "memory_links", "memory_vectors", "memory_ops")
+"""The tenant tables of the first migration (a migration never changes once released)."""
+TENANT_TABLES = (*_FIRST_TABLES, "import_identities")
 APP_TABLES: dict[str, str] = {
     "memory": "SELECT, INSERT, UPDATE, DELETE",
     "memory_links": "SELECT, INSERT, UPDATE, DELETE",
     "memory_vectors": "SELECT, INSERT, UPDATE, DELETE",
     "memory_ops": "SELECT, INSERT",
+    "import_identities": "SELECT, INSERT, UPDATE, DELETE",
     "meta": "SELECT",
     "_migrations": "SELECT",
 }
@@ -190,10 +193,26 @@ MIGRATIONS: list[tuple[str, Step]] = [
             )
             """,
             "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
-            *(statement for table in TENANT_TABLES for statement in _isolated(table)),
+            *(statement for table in _FIRST_TABLES for statement in _isolated(table)),
         ),
     ),
     ("m002_forget_secret", _forget_secret),
+    (
+        "m003_import_identities",
+        (
+            # What each foreign identity an import wrote became, by the identity's SHA-256 (see the
+            # SQLite store's m006_import_identities): outlives a purge, holds nothing readable.
+            f"""
+            CREATE TABLE import_identities (
+                {_TENANT},
+                digest {_TEXT} NOT NULL,
+                id {_TEXT} NOT NULL,
+                PRIMARY KEY (tenant_id, digest)
+            )
+            """,
+            *_isolated("import_identities"),
+        ),
+    ),
 ]
 
 

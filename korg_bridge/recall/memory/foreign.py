@@ -53,7 +53,16 @@ from korg_bridge.recall.memory.writes import decided_version
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Tx
 
-__all__ = ["FORGOTTEN", "Foreign", "Outcome", "Plan", "plan_foreign", "write_plan"]
+__all__ = [
+    "FORGOTTEN",
+    "Foreign",
+    "Outcome",
+    "Plan",
+    "finish_plan",
+    "plan_foreign",
+    "stage_plan",
+    "write_plan",
+]
 
 FORGOTTEN = ("retired", "purged")
 _OUR_ID = re.compile(r"^m[a-z2-7]{10}$")
@@ -149,6 +158,10 @@ class Plan:
     recorded: dict[str, str]
     """What ``import_identities`` held when the plan read it."""
     relations: list[tuple[str, str, str]]
+    staged: list[Version] = field(default_factory=list)
+    """Every row of the memories the plan creates, in file order: written before the turn."""
+    encoded: list[tuple[object, ...]] = field(default_factory=list)
+    """Their :meth:`~.records.Version.to_row`, made while planning rather than in the transaction."""
 
 
 def digest(identity: str) -> str:
@@ -280,7 +293,11 @@ def plan_foreign(
     transaction: nothing is written, and no writer is held off)."""
     model = _Model(conn, items)
     steps = [_step(model, ctx, item) for item in items]
-    return Plan(ctx, steps, model.read, model.known, model.recorded, list(relations))
+    plan = Plan(ctx, steps, model.read, model.known, model.recorded, list(relations))
+    new = _new_lineages(plan)
+    plan.staged = [step.row for step in steps if step.row is not None and step.lineage in new]
+    plan.encoded = [row.to_row() for row in plan.staged]
+    return plan
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -302,8 +319,7 @@ def _new_lineages(plan: Plan) -> set[str]:
 def _stage(conn: Tx, plan: Plan) -> None:
     """Write the plan's new memories (every version of them) and their similar links, not yet
     searchable: on a team store before the tenant's turn, where no one else can see them."""
-    new = _new_lineages(plan)
-    insert_versions(conn, [s.row for s in plan.steps if s.row is not None and s.lineage in new], index=False)
+    insert_versions(conn, plan.staged, index=False, encoded=plan.encoded)
     conn.executemany(
         _LINKS,
         [
@@ -458,10 +474,21 @@ def write_plan(conn: Tx, plan: Plan) -> Outcome:
     Raises:
         KorgError: the store fails (nothing of the import is kept).
     """
-    outcome = Outcome()
+    stage_plan(conn, plan)
+    conn.take_turn()
+    return finish_plan(conn, plan)
+
+
+def stage_plan(conn: Tx, plan: Plan) -> None:
+    """The part of :func:`write_plan` before its turn: the plan's new memories, their links and
+    identities, which no one else can see before commit."""
     _stage(conn, plan)
     _stage_identities(conn, plan)
-    conn.take_turn()
+
+
+def finish_plan(conn: Tx, plan: Plan) -> Outcome:
+    """The part of :func:`write_plan` in turn (after ``conn.take_turn()``)."""
+    outcome = Outcome()
     undone, gone = _check(conn, plan)
     _record_identities(conn, plan, undone)
     if undone:
@@ -473,8 +500,7 @@ def write_plan(conn: Tx, plan: Plan) -> Outcome:
     if undone:
         # Decided again by the same rules, in turn, against the store as it is now: nothing to check.
         again = plan_foreign(conn, plan.ctx, [step.item for step in stale])
-        _stage(conn, again)
-        _stage_identities(conn, again)
+        stage_plan(conn, again)
         _record_identities(conn, again, set())
         _apply(conn, again, set(), set(), outcome)
         known.update(again.known)

@@ -38,6 +38,8 @@ report, with the reason.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import mirror, oplog
 from korg_bridge.recall.memory.drafts import prepare_text
-from korg_bridge.recall.memory.foreign import Foreign, Outcome, plan_foreign, write_plan
+from korg_bridge.recall.memory.foreign import Foreign, Outcome, finish_plan, plan_foreign, stage_plan
 from korg_bridge.recall.memory.incoming import Batch
 from korg_bridge.recall.memory.policy import Draft
 from korg_bridge.recall.memory.records import Version
@@ -65,6 +67,8 @@ if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Store, Tx
 
 __all__ = ["IMPORT_ACTOR", "Prepared", "apply_import", "plan_verbatim", "prepare_import"]
+
+logger = logging.getLogger(__name__)
 
 IMPORT_ACTOR = "import"
 LINEAGE_COLUMNS = (
@@ -212,6 +216,10 @@ class VerbatimPlan:
     verdicts: dict[str, tuple[str, list[Version], str | None]]
     read: dict[str, list[tuple[Any, ...]]]
     """What each lineage the store held looked like (its rows' versions, states and marks)."""
+    staged: list[Version] = field(default_factory=list)
+    """The versions of the lineages new to the store, in file order."""
+    encoded: list[tuple[object, ...]] = field(default_factory=list)
+    """Their rows, made while planning rather than in the write transaction."""
 
 
 _PRINT = "id, version, content_hash, state, superseded_by, retired_at"
@@ -246,7 +254,12 @@ def plan_verbatim(conn: Tx, exported: Exported) -> VerbatimPlan:
         by_id.setdefault(version.id, []).append(version)
     stored = _lineages(conn, list(by_id))
     verdicts = {mid: _verdict(mid, versions, stored.get(mid, [])) for mid, versions in by_id.items()}
-    return VerbatimPlan(exported, by_id, verdicts, _prints(conn, list(stored)))
+    plan = VerbatimPlan(exported, by_id, verdicts, _prints(conn, list(stored)))
+    plan.staged = [
+        dataclasses.replace(v, rowid=None) for v in exported.versions if verdicts[v.id][0] == "new"
+    ]
+    plan.encoded = [version.to_row() for version in plan.staged]
+    return plan
 
 
 def _existing(conn: Tx, ids: Sequence[str], *, live: bool = False) -> set[str]:
@@ -262,22 +275,42 @@ def _existing(conn: Tx, ids: Sequence[str], *, live: bool = False) -> set[str]:
     return found
 
 
-def _write_verbatim(conn: Tx, plan: VerbatimPlan, counts: Counter[str], report: dict[str, Any]) -> None:
-    """Write ``plan`` in ``conn`` (``store.write(stage=True)``): the new lineages and the links
-    between them first, then in turn the lineages the store held, decided again on their rows as
-    they are now wherever those changed since the plan read them."""
+@dataclass(slots=True)
+class _Staged:
+    """What :func:`_stage_verbatim` wrote before the turn."""
+
+    new: set[str]
+    """Lineages new to the store, written as exported."""
+    arrived: set[str]
+    """Lineages the plan found new that the store holds now (the same export imported meanwhile)."""
+    versions: list[Version]
+    inner: int
+    """Links between new lineages, written with them."""
+
+
+def _stage_verbatim(conn: Tx, plan: VerbatimPlan) -> _Staged:
+    """The new lineages and the links between them: no one else can see them before commit."""
     new = {mid for mid, (verdict, _, _) in plan.verdicts.items() if verdict == "new"}
-    arrived = _existing(conn, sorted(new))  # the same export, imported meanwhile: decided in turn
+    arrived = _existing(conn, sorted(new))  # decided again in turn
     new -= arrived
-    staged = [dataclasses.replace(v, rowid=None) for v in plan.exported.versions if v.id in new]
-    insert_versions(conn, staged, index=False)
+    keep = [n for n, v in enumerate(plan.staged) if v.id in new]
+    versions = [plan.staged[n] for n in keep]
+    insert_versions(conn, versions, index=False, encoded=[plan.encoded[n] for n in keep])
     inner = [link for link in plan.exported.links if link.src in new and link.dst in new]
     conn.executemany(
         "INSERT INTO memory_links (src, dst, kind, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
         [(link.src, link.dst, link.kind, link.created_at) for link in inner],
     )
-    conn.take_turn()
-    index_versions(conn, staged)
+    return _Staged(new, arrived, versions, len(inner))
+
+
+def _finish_verbatim(
+    conn: Tx, plan: VerbatimPlan, staged: _Staged, counts: Counter[str], report: dict[str, Any]
+) -> None:
+    """In turn: the lineages the store held, decided again on their rows as they are now wherever
+    those changed since the plan read them."""
+    new, arrived = staged.new, staged.arrived
+    index_versions(conn, staged.versions)
     held = sorted(set(plan.read) | arrived)
     now = _prints(conn, held)
     changed = [mid for mid in held if now.get(mid, []) != plan.read.get(mid, [])]
@@ -308,8 +341,8 @@ def _write_verbatim(conn: Tx, plan: VerbatimPlan, counts: Counter[str], report: 
             added += [dataclasses.replace(v, rowid=None) for v in insert]
     order = {(v.id, v.version): n for n, v in enumerate(plan.exported.versions)}
     insert_versions(conn, sorted(added, key=lambda v: order[(v.id, v.version)]))  # the export's row order
-    counts["versions"] += len(staged) + len(added)
-    counts["links"] += len(inner)
+    counts["versions"] += len(staged.versions) + len(added)
+    counts["links"] += staged.inner
     rest = [link for link in plan.exported.links if not (link.src in new and link.dst in new)]
     if rest:
         live = _existing(conn, [end for link in rest for end in (link.src, link.dst)], live=True)
@@ -335,17 +368,25 @@ def apply_import(store: Store, ctx: Context, prepared: Prepared) -> dict[str, An
     report: dict[str, Any] = {"skipped": list(prepared.batch.skipped), "conflicts": [], "ids": set()}
     batch = prepared.batch
     exported = prepared.exported
+    started = time.monotonic()
     with store.reading() as snapshot:
         plan = (
             plan_verbatim(snapshot, exported)
             if exported is not None
             else plan_foreign(snapshot, importing, prepared.foreign, batch.relations)
         )
+    planned = time.monotonic()
     with store.write(stage=True) as conn:
         if isinstance(plan, VerbatimPlan):
-            _write_verbatim(conn, plan, counts, report)
+            staged = _stage_verbatim(conn, plan)
+            turn = time.monotonic()
+            conn.take_turn()
+            _finish_verbatim(conn, plan, staged, counts, report)
         else:
-            outcome: Outcome = write_plan(conn, plan)
+            stage_plan(conn, plan)
+            turn = time.monotonic()
+            conn.take_turn()
+            outcome: Outcome = finish_plan(conn, plan)
             counts.update(outcome.counts)
             report["skipped"] += outcome.skipped
             report["ids"] |= outcome.ids
@@ -365,6 +406,13 @@ def apply_import(store: Store, ctx: Context, prepared: Prepared) -> dict[str, An
             },
             now=ctx.now,
         )
+    done = time.monotonic()
+    # A SQLite file's write lock is taken with the transaction; a team store's at the turn.
+    held = done - (turn if store.kind == "postgresql" else planned)
+    logger.debug(
+        "import of %s: planned in %.3f s, written in %.3f s, the write lock held %.3f s",
+        batch.path, planned - started, done - planned, held,
+    )  # fmt: skip
     problems: list[str] | str = mirror.reconcile(store) if ctx.mirror else []
     waiting = mirror.waiting(store) if ctx.mirror else 0
     queued = store.flush_log(ctx.env)

@@ -54,15 +54,22 @@ def insert_version(conn: Tx, version: Version) -> Version:
     return version
 
 
-def insert_versions(conn: Tx, versions: Sequence[Version], *, index: bool = True) -> None:
+def insert_versions(
+    conn: Tx,
+    versions: Sequence[Version],
+    *,
+    index: bool = True,
+    encoded: Sequence[tuple[object, ...]] | None = None,
+) -> None:
     """Store many versions verbatim in one statement batch, as :func:`insert_version` stores one
     (an import writes thousands: one round trip each would hold the write lock for seconds), and
     set their ``rowid``. ``index`` False leaves their text unsearchable and their mirror files
-    unqueued until :func:`index_versions`: an import checks them first, and may delete some."""
+    unqueued until :func:`index_versions`: an import checks them first, and may delete some.
+    ``encoded``: their :meth:`~.records.Version.to_row`, made before the transaction began."""
     if not versions:
         return
     before = int(conn.execute("SELECT coalesce(max(rowid), 0) FROM memory").fetchone()[0])
-    conn.executemany(_INSERT_MANY, [version.to_row() for version in versions])
+    conn.executemany(_INSERT_MANY, encoded if encoded is not None else [v.to_row() for v in versions])
     wanted = {(version.id, version.version): version for version in versions}
     # Rows of other writers may be among them on the team store (an import stages its rows before
     # it takes its turn): only those of ``versions`` are matched.

@@ -92,6 +92,10 @@ class FullText(Protocol):
         """Make a newly inserted row searchable (a no-op where the index follows the row)."""
         ...
 
+    def index_many(self, tx: Tx, rows: Sequence[tuple[int, str, str, Sequence[str]]]) -> None:
+        """:meth:`index` for many ``(rowid, title, body, tags)`` at once (an import's rows)."""
+        ...
+
     def after_purge(self, tx: Tx) -> None:
         """Leave no token of purged text in the index (inside the purge's transaction)."""
         ...
@@ -144,6 +148,10 @@ class Tx(Protocol):
 
     def mark_dirty(self, memory_id: str) -> None:
         """Queue ``memory_id``'s mirror file for rewriting (a no-op without a mirror)."""
+        ...
+
+    def mark_dirty_many(self, memory_ids: Sequence[str]) -> None:
+        """:meth:`mark_dirty` for many memories at once (an import's)."""
         ...
 
     def secret(self, name: str) -> str:

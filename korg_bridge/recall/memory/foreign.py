@@ -76,6 +76,11 @@ class Foreign:
     draft: Draft
     identity: str | None
     where: str
+    key: str | None = field(init=False, default=None)
+    """The identity as ``import_identities`` keeps it (:func:`digest`)."""
+
+    def __post_init__(self) -> None:
+        self.key = digest(self.identity) if self.identity else None
 
     @property
     def our_id(self) -> str | None:
@@ -250,7 +255,7 @@ def _skipped(item: Foreign, memory_id: str, state: str | None, what: str) -> Ste
 
 
 def _step(model: _Model, ctx: Context, item: Foreign) -> Step:
-    draft, identity = item.draft, item.identity
+    draft = item.draft
     holder = model.held.get((draft.scope, draft.content_hash))
     if holder is not None:
         state = model.state(holder)
@@ -258,7 +263,7 @@ def _step(model: _Model, ctx: Context, item: Foreign) -> Step:
             return _skipped(item, holder, state, "the same text as")
         return Step(item, "exists", holder)
     target: str | None = None
-    previous = model.known.get(digest(identity)) if identity else None
+    previous = model.known.get(item.key) if item.key else None
     if previous is not None:
         state = model.state(previous)
         if state is None or state in FORGOTTEN:
@@ -281,8 +286,8 @@ def _step(model: _Model, ctx: Context, item: Foreign) -> Step:
         step = Step(item, decision.status, base.id, row, existing=base.id in model.read)
     model.add(row)
     model.held[(draft.scope, draft.content_hash)] = row.id
-    if identity:
-        model.known[digest(identity)] = row.id
+    if item.key:
+        model.known[item.key] = row.id
     return step
 
 
@@ -334,9 +339,9 @@ def _stage(conn: Tx, plan: Plan) -> None:
 def _identities_written(plan: Plan) -> dict[str, str]:
     """Foreign identity (:func:`digest`) → the lineage this plan writes it to, the last step winning."""
     return {
-        digest(step.item.identity): step.lineage
+        step.item.key: step.lineage
         for step in plan.steps
-        if step.item.identity and step.row is not None and step.lineage
+        if step.item.key and step.row is not None and step.lineage
     }
 
 
@@ -388,15 +393,18 @@ def _check(conn: Tx, plan: Plan) -> tuple[set[str], set[str]]:
     for step in plan.steps:
         if step.row is not None and step.lineage:
             by_scope.setdefault(step.row.scope, {})[step.row.content_hash] = step.lineage
+    # The plan's own rows all carry its actor and moment: leaving them out keeps this read as short
+    # as what others wrote (another import's moment differs by at least a microsecond).
+    own = (plan.ctx.actor, iso(plan.ctx.now))
     for scope, hashes in by_scope.items():
         for part in chunks(sorted(hashes)):
             marks = ", ".join("?" * len(part))
-            for memory_id, digest in conn.execute(
+            for memory_id, text_hash in conn.execute(
                 f"SELECT id, content_hash FROM memory WHERE scope = ? AND superseded_by IS NULL "
-                f"AND content_hash IN ({marks})",
-                (scope, *part),
+                f"AND content_hash IN ({marks}) AND NOT (actor = ? AND recorded_at = ?)",
+                (scope, *part, *own),
             ):
-                mine = hashes[str(digest)]
+                mine = hashes[str(text_hash)]
                 if memory_id not in new and memory_id != mine:  # someone else wrote this text meanwhile
                     undone.add(mine)
     return undone, gone

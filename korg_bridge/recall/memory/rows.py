@@ -85,11 +85,15 @@ def insert_versions(
 
 def index_versions(conn: Tx, versions: Sequence[Version]) -> None:
     """Make stored ``versions`` searchable and queue their mirror files (see :func:`insert_version`)."""
-    for version in versions:
-        if version.state != "purged" and version.rowid is not None:
-            conn.text.index(conn, version.rowid, version.title, version.body, version.tags)
-    for memory_id in dict.fromkeys(version.id for version in versions):
-        mark_dirty(conn, memory_id)
+    conn.text.index_many(
+        conn,
+        [
+            (version.rowid, version.title, version.body, version.tags)
+            for version in versions
+            if version.state != "purged" and version.rowid is not None
+        ],
+    )
+    conn.mark_dirty_many(list(dict.fromkeys(version.id for version in versions)))
 
 
 def chunks(values: Sequence[str]) -> list[Sequence[str]]:

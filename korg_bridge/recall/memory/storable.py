@@ -66,7 +66,10 @@ _FIX = re.compile("[\x00\ud800-\udfff]")
 _ESCAPES = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 """In JSON text, the escapes that decode to a NUL or a surrogate: without one, no string of the
 decoded value needs repair (a UTF-8 text holds no surrogate, and a raw NUL is not valid JSON)."""
-_BIG_INT = re.compile(r"(?<![\w.])-?\d{19,}")
+_BIG_INT = re.compile(r"[:\[,]\s*-?[0-9]{19}")
+"""An integer of 19 digits or more where JSON puts a value inside an object or array (after ``:``,
+``[`` or ``,``): one that may not fit 64 bits. Inside a string it is rare and costs only a repair
+pass that changes nothing."""
 
 
 def text(value: str) -> str:
@@ -191,9 +194,14 @@ def dumps(value: Any) -> str:
         encoded = json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
     except ValueError:  # a non-finite number
         return json.dumps(_repair(value), ensure_ascii=False, sort_keys=True, allow_nan=False)
-    if "\\u0000" in encoded or _BIG_INT.search(encoded) or not _encodable(encoded):
+    if "\\u0000" in encoded or _BIG_INT.search(encoded) or _big_scalar(encoded) or not _encodable(encoded):
         return json.dumps(_repair(value), ensure_ascii=False, sort_keys=True, allow_nan=False)
     return encoded
+
+
+def _big_scalar(encoded: str) -> bool:
+    """A bare integer of 19 digits or more (the whole value is one)."""
+    return encoded[:1] in "-0123456789" and len(encoded) >= 19 and encoded.lstrip("-").isdigit()
 
 
 def _encodable(encoded: str) -> bool:

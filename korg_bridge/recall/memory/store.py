@@ -139,6 +139,11 @@ class SqliteTx:
     def mark_dirty(self, memory_id: str) -> None:
         self.conn.execute("INSERT INTO mirror_dirty (id) VALUES (?) ON CONFLICT DO NOTHING", (memory_id,))
 
+    def mark_dirty_many(self, memory_ids: Sequence[str]) -> None:
+        self.conn.executemany(
+            "INSERT INTO mirror_dirty (id) VALUES (?) ON CONFLICT DO NOTHING", [(mid,) for mid in memory_ids]
+        )
+
     def take_turn(self) -> None:
         """Nothing to wait for: ``BEGIN IMMEDIATE`` took the file's write lock already."""
 

@@ -135,6 +135,9 @@ class PgTx:
     def mark_dirty(self, memory_id: str) -> None:
         """Nothing to queue: a team store has no mirror."""
 
+    def mark_dirty_many(self, memory_ids: Sequence[str]) -> None:
+        """Nothing to queue: a team store has no mirror."""
+
     def secret(self, name: str) -> str:
         # One root in meta, one key per tenant derived from it: a token made for one tenant is
         # worthless in another, and no tenant's first forget has to write anything.

@@ -22,10 +22,10 @@ then, holding the lock, what the plan relied on is checked against the store as
 it is now: a memory it adds a version to must be as it was read (its versions and
 state), a text it creates must not have become a current memory of its scope
 meanwhile, and a memory it links to must not have been purged. Whatever fails a
-check is undone in the transaction and decided again by the write policy itself
-(:func:`~.policy.decide`), against the store as it now is, as ``remember`` does.
-A near duplicate written by someone else while the import was planned is not
-merged with (a missed merge costs one line); an exact one is never duplicated.
+check is undone in the transaction and planned again by the same rules, in turn,
+against the store as it now is. A near duplicate written by someone else while
+the import was planned is not merged with (a missed merge costs one line); an
+exact one is never duplicated, and a change made meanwhile is never reverted.
 """
 
 from __future__ import annotations
@@ -198,10 +198,10 @@ class _Model:
         self.held: dict[tuple[str, str], str] = {}
         rows: list[Sequence[Any]] = []
         for scope in scopes:
-            for memory_id, number, state, by, in_scope, digest in conn.execute(
+            for memory_id, number, state, by, in_scope, text_hash in conn.execute(
                 f"SELECT {_FACT_COLUMNS}, content_hash FROM memory WHERE scope = ?", (scope,)
             ):
-                self.held.setdefault((str(in_scope), str(digest)), str(memory_id))
+                self.held.setdefault((str(in_scope), str(text_hash)), str(memory_id))
                 rows.append((memory_id, number, state, by, in_scope))
         self.facts = _facts(rows)
         self.known, self.recorded = _identities(conn)

@@ -15,7 +15,7 @@ memory that held it was retired or purged -- ``skipped``, with the reason in the
 report. So is a memory whose foreign identity (``mem0:<id>`` …) or Markdown ``id``
 names a memory that was forgotten: tombstones win.
 
-**Writing** (:func:`write_plan`) is one transaction, so the import lands whole or
+**Writing** (:mod:`.staging`) is one transaction, so the import lands whole or
 not at all. Its new memories are written first (on a team store before the
 tenant's write lock is taken: uncommitted rows are invisible to everyone else);
 then, holding the lock, what the plan relied on is checked against the store as
@@ -32,21 +32,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.recall.memory.dedupe import ScopeIndex
 from korg_bridge.recall.memory.policy import Decision, Draft, judge
-from korg_bridge.recall.memory.records import Version, iso
-from korg_bridge.recall.memory.rows import (
-    add_link,
-    chunks,
-    index_versions,
-    insert_versions,
-    select_versions,
-)
+from korg_bridge.recall.memory.records import Version
+from korg_bridge.recall.memory.rows import chunks, select_versions
 from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.writes import decided_version
 
@@ -55,18 +48,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORGOTTEN",
+    "Facts",
     "Foreign",
-    "Outcome",
     "Plan",
-    "finish_plan",
+    "Step",
+    "digest",
+    "lineage_facts",
+    "new_lineages",
     "plan_foreign",
-    "stage_plan",
-    "write_plan",
 ]
 
 FORGOTTEN = ("retired", "purged")
 _OUR_ID = re.compile(r"^m[a-z2-7]{10}$")
-_LINKS = "INSERT INTO memory_links (src, dst, kind, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
 
 
 @dataclass(slots=True)
@@ -291,6 +284,11 @@ def _step(model: _Model, ctx: Context, item: Foreign) -> Step:
     return step
 
 
+def new_lineages(plan: Plan) -> set[str]:
+    """The lineages the plan creates."""
+    return {step.lineage for step in plan.steps if step.status == "created" and step.lineage}
+
+
 def plan_foreign(
     conn: Tx, ctx: Context, items: Sequence[Foreign], relations: Sequence[tuple[str, str, str]] = ()
 ) -> Plan:
@@ -299,222 +297,7 @@ def plan_foreign(
     model = _Model(conn, items)
     steps = [_step(model, ctx, item) for item in items]
     plan = Plan(ctx, steps, model.read, model.known, model.recorded, list(relations))
-    new = _new_lineages(plan)
+    new = new_lineages(plan)
     plan.staged = [step.row for step in steps if step.row is not None and step.lineage in new]
     plan.encoded = [row.to_row() for row in plan.staged]
     return plan
-
-
-# --- writing ---------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What an import did: counts per status, the reasons it skipped memories, the memories it wrote."""
-
-    counts: Counter[str] = field(default_factory=Counter)
-    skipped: list[str] = field(default_factory=list)
-    ids: set[str] = field(default_factory=set)
-
-
-def _new_lineages(plan: Plan) -> set[str]:
-    return {step.lineage for step in plan.steps if step.status == "created" and step.lineage}
-
-
-def _stage(conn: Tx, plan: Plan) -> None:
-    """Write the plan's new memories (every version of them) and their similar links, not yet
-    searchable: on a team store before the tenant's turn, where no one else can see them."""
-    insert_versions(conn, plan.staged, index=False, encoded=plan.encoded)
-    conn.executemany(
-        _LINKS,
-        [
-            (step.lineage, dst, "similar", step.row.recorded_at)
-            for step in plan.steps
-            if step.status == "created" and step.row is not None
-            for dst in step.links
-        ],
-    )
-
-
-def _identities_written(plan: Plan) -> dict[str, str]:
-    """Foreign identity (:func:`digest`) → the lineage this plan writes it to, the last step winning."""
-    return {
-        step.item.key: step.lineage
-        for step in plan.steps
-        if step.item.key and step.row is not None and step.lineage
-    }
-
-
-def _stage_identities(conn: Tx, plan: Plan) -> None:
-    """Record the identities the plan writes for the first time (staged with its new memories)."""
-    conn.executemany(
-        "INSERT INTO import_identities (digest, id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-        [
-            (key, memory_id)
-            for key, memory_id in _identities_written(plan).items()
-            if key not in plan.recorded
-        ],
-    )
-
-
-def _record_identities(conn: Tx, plan: Plan, undone: set[str]) -> None:
-    """In turn: repoint identities recorded before that this plan wrote elsewhere; forget the staged
-    ones of memories decided again (their new decision records its own)."""
-    written = _identities_written(plan)
-    conn.executemany(
-        "UPDATE import_identities SET id = ? WHERE digest = ?",
-        [
-            (memory_id, key)
-            for key, memory_id in written.items()
-            if key in plan.recorded and plan.recorded[key] != memory_id and memory_id not in undone
-        ],
-    )
-    stale = sorted(
-        key for key, memory_id in written.items() if key not in plan.recorded and memory_id in undone
-    )
-    for part in chunks(stale):
-        conn.execute(
-            f"DELETE FROM import_identities WHERE digest IN ({', '.join('?' * len(part))})", tuple(part)
-        )
-
-
-def _check(conn: Tx, plan: Plan) -> tuple[set[str], set[str]]:
-    """In turn: the lineages whose plan no longer holds (to decide again), and the lineages the plan
-    links to that were purged meanwhile."""
-    new = _new_lineages(plan)
-    written = {step.lineage for step in plan.steps if step.existing and step.lineage}
-    linked = {dst for step in plan.steps for dst in step.links if dst in plan.facts}
-    now = lineage_facts(conn, sorted(written | linked))
-    undone = {memory_id for memory_id in written if now.get(memory_id) != plan.facts[memory_id]}
-    gone = {
-        memory_id for memory_id in linked if now.get(memory_id) is None or now[memory_id].state == "purged"
-    }
-    by_scope: dict[str, dict[str, str]] = {}
-    for step in plan.steps:
-        if step.row is not None and step.lineage:
-            by_scope.setdefault(step.row.scope, {})[step.row.content_hash] = step.lineage
-    # The plan's own rows all carry its actor and moment: leaving them out keeps this read as short
-    # as what others wrote (another import's moment differs by at least a microsecond).
-    own = (plan.ctx.actor, iso(plan.ctx.now))
-    for scope, hashes in by_scope.items():
-        for part in chunks(sorted(hashes)):
-            marks = ", ".join("?" * len(part))
-            for memory_id, text_hash in conn.execute(
-                f"SELECT id, content_hash FROM memory WHERE scope = ? AND superseded_by IS NULL "
-                f"AND content_hash IN ({marks}) AND NOT (actor = ? AND recorded_at = ?)",
-                (scope, *part, *own),
-            ):
-                mine = hashes[str(text_hash)]
-                if memory_id not in new and memory_id != mine:  # someone else wrote this text meanwhile
-                    undone.add(mine)
-    return undone, gone
-
-
-def _unstage(conn: Tx, lineages: Sequence[str]) -> None:
-    """Delete staged rows and links of new lineages whose plan no longer holds (this transaction's
-    own, never committed)."""
-    for part in chunks(list(lineages)):
-        marks = ", ".join("?" * len(part))
-        conn.execute(f"DELETE FROM memory_links WHERE src IN ({marks})", tuple(part))
-        conn.execute(f"DELETE FROM memory WHERE id IN ({marks})", tuple(part))
-
-
-def _extend(conn: Tx, ctx: Context, steps: Sequence[Step]) -> None:
-    """Add the planned versions of memories the store held before, on their current heads (so a
-    use count or provenance added meanwhile carries over), superseding those heads."""
-    by_lineage: dict[str, list[Step]] = {}
-    for step in steps:
-        if step.lineage:
-            by_lineage.setdefault(step.lineage, []).append(step)
-    heads: dict[str, Version] = {}
-    for part in chunks(sorted(by_lineage)):
-        marks = ", ".join("?" * len(part))
-        for version in select_versions(
-            conn, f"id IN ({marks}) AND superseded_by IS NULL ORDER BY state DESC, rowid", tuple(part)
-        ):
-            heads[version.id] = version
-    rows: list[Version] = []
-    superseding: list[tuple[object, ...]] = []
-    for memory_id, chain in by_lineage.items():
-        base = heads[memory_id]
-        written: list[Version] = []
-        for step in chain:
-            assert step.row is not None
-            row = decided_version(ctx, step.item.draft, Decision(step.status, base), step.row.version)
-            if written:
-                written[-1].superseded_by, written[-1].superseded_at = row.version, row.recorded_at
-            written.append(row)
-            step.row = base = row
-        first = written[0]
-        superseding.append((first.version, first.recorded_at, memory_id, first.version))
-        rows += written
-    conn.executemany(
-        "UPDATE memory SET superseded_by = ?, superseded_at = ? "
-        "WHERE id = ? AND superseded_by IS NULL AND version <> ?",
-        superseding,
-    )
-    insert_versions(conn, rows)
-
-
-def _apply(conn: Tx, plan: Plan, undone: set[str], gone: set[str], outcome: Outcome) -> None:
-    """Make the staged rows searchable, extend the memories the store held, count what happened."""
-    kept = _new_lineages(plan) - undone
-    index_versions(conn, [s.row for s in plan.steps if s.row is not None and s.lineage in kept])
-    _extend(conn, plan.ctx, [s for s in plan.steps if s.existing and s.lineage not in undone])
-    for part in chunks(sorted(gone)):
-        marks = ", ".join("?" * len(part))
-        conn.execute(f"DELETE FROM memory_links WHERE dst IN ({marks})", tuple(part))
-    for step in plan.steps:
-        if step.row is not None and step.lineage in undone:
-            continue
-        outcome.counts[step.status] += 1
-        if step.reason:
-            outcome.skipped.append(step.reason)
-        if step.row is not None and step.lineage:
-            outcome.ids.add(step.lineage)
-            outcome.counts["links"] += len([dst for dst in step.links if dst not in gone])
-
-
-def write_plan(conn: Tx, plan: Plan) -> Outcome:
-    """Write ``plan`` in ``conn`` (from ``store.write(stage=True)``): its new memories first, then,
-    in turn, checked against the store as it is now (see the module docstring).
-
-    Raises:
-        KorgError: the store fails (nothing of the import is kept).
-    """
-    stage_plan(conn, plan)
-    conn.take_turn()
-    return finish_plan(conn, plan)
-
-
-def stage_plan(conn: Tx, plan: Plan) -> None:
-    """The part of :func:`write_plan` before its turn: the plan's new memories, their links and
-    identities, which no one else can see before commit."""
-    _stage(conn, plan)
-    _stage_identities(conn, plan)
-
-
-def finish_plan(conn: Tx, plan: Plan) -> Outcome:
-    """The part of :func:`write_plan` in turn (after ``conn.take_turn()``)."""
-    outcome = Outcome()
-    undone, gone = _check(conn, plan)
-    _record_identities(conn, plan, undone)
-    if undone:
-        stale = [s for s in plan.steps if s.row is not None and s.lineage in undone]
-        _unstage(conn, sorted(undone & _new_lineages(plan)))
-        gone |= undone & _new_lineages(plan)
-    _apply(conn, plan, undone, gone, outcome)
-    known = dict(plan.known)
-    if undone:
-        # Decided again by the same rules, in turn, against the store as it is now: nothing to check.
-        again = plan_foreign(conn, plan.ctx, [step.item for step in stale])
-        stage_plan(conn, again)
-        _record_identities(conn, again, set())
-        _apply(conn, again, set(), set(), outcome)
-        known.update(again.known)
-    now = iso(plan.ctx.now)
-    for src, dst, kind in plan.relations:
-        ends = known.get(digest(src)), known.get(digest(dst))
-        if ends[0] and ends[1] and ends[0] != ends[1]:
-            outcome.counts["links"] += add_link(conn, ends[0], ends[1], kind, now)
-    return outcome

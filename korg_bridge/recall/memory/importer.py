@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import mirror, oplog
 from korg_bridge.recall.memory.drafts import prepare_text
-from korg_bridge.recall.memory.foreign import Foreign, Outcome, finish_plan, plan_foreign, stage_plan
+from korg_bridge.recall.memory.foreign import Foreign, plan_foreign
 from korg_bridge.recall.memory.incoming import Batch
 from korg_bridge.recall.memory.policy import Draft
 from korg_bridge.recall.memory.records import Version
@@ -61,6 +61,7 @@ from korg_bridge.recall.memory.rows import (
     update_head,
 )
 from korg_bridge.recall.memory.scopes import Context, parse_scope
+from korg_bridge.recall.memory.staging import Outcome, finish_plan, stage_plan
 from korg_bridge.recall.memory.verbatim import Exported, read_exported
 
 if TYPE_CHECKING:

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from korg_bridge.recall.memory.foreign import plan_foreign, write_plan
+from korg_bridge.recall.memory.foreign import plan_foreign
 from korg_bridge.recall.memory.importer import IMPORT_ACTOR, prepare_import
 from korg_bridge.recall.memory.incoming import read_source
 from korg_bridge.recall.memory.scopes import Context
+from korg_bridge.recall.memory.staging import write_plan
 
 from ._memory import PgTarget, answer, korg_recall, ok, opened, rows, run
 

@@ -384,10 +384,10 @@ def apply_import(store: Store, ctx: Context, prepared: Prepared) -> dict[str, An
             conn.take_turn()
             _finish_verbatim(conn, plan, staged, counts, report)
         else:
-            stage_plan(conn, plan)
+            ahead = stage_plan(conn, plan)
             turn, cpu_turn = time.monotonic(), time.process_time()
             conn.take_turn()
-            outcome: Outcome = finish_plan(conn, plan)
+            outcome: Outcome = finish_plan(conn, plan, ahead)
             counts.update(outcome.counts)
             report["skipped"] += outcome.skipped
             report["ids"] |= outcome.ids

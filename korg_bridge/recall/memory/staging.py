@@ -36,7 +36,7 @@ from korg_bridge.recall.memory.writes import decided_version
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Tx
 
-__all__ = ["Outcome", "finish_plan", "stage_plan", "write_plan"]
+__all__ = ["Outcome", "Staged", "finish_plan", "stage_plan", "write_plan"]
 
 _LINKS = "INSERT INTO memory_links (src, dst, kind, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
 
@@ -50,16 +50,20 @@ class Outcome:
     ids: set[str] = field(default_factory=set)
 
 
-def _stage(conn: Tx, plan: Plan) -> None:
+def _stage(conn: Tx, plan: Plan, undone: set[str]) -> None:
     """Write the plan's new memories (every version of them) and their similar links, not yet
-    searchable: on a team store before the tenant's turn, where no one else can see them."""
-    insert_versions(conn, plan.staged, index=False, encoded=plan.encoded)
+    searchable, but those of ``undone``: on a team store before the tenant's turn, where no one
+    else can see them."""
+    keep = [n for n, row in enumerate(plan.staged) if row.id not in undone]
+    rows = plan.staged if len(keep) == len(plan.staged) else [plan.staged[n] for n in keep]
+    encoded = plan.encoded if len(keep) == len(plan.staged) else [plan.encoded[n] for n in keep]
+    insert_versions(conn, rows, index=False, encoded=encoded)
     conn.executemany(
         _LINKS,
         [
             (step.lineage, dst, "similar", step.row.recorded_at)
             for step in plan.steps
-            if step.status == "created" and step.row is not None
+            if step.status == "created" and step.row is not None and step.lineage not in undone
             for dst in step.links
         ],
     )
@@ -74,14 +78,14 @@ def _identities_written(plan: Plan) -> dict[str, str]:
     }
 
 
-def _stage_identities(conn: Tx, plan: Plan) -> None:
+def _stage_identities(conn: Tx, plan: Plan, undone: set[str]) -> None:
     """Record the identities the plan writes for the first time (staged with its new memories)."""
     conn.executemany(
         "INSERT INTO import_identities (digest, id) VALUES (?, ?) ON CONFLICT DO NOTHING",
         [
             (key, memory_id)
             for key, memory_id in _identities_written(plan).items()
-            if key not in plan.recorded
+            if key not in plan.recorded and memory_id not in undone
         ],
     )
 
@@ -107,10 +111,52 @@ def _record_identities(conn: Tx, plan: Plan, undone: set[str]) -> None:
         )
 
 
-def _check(conn: Tx, plan: Plan) -> tuple[set[str], set[str]]:
+def _texts(plan: Plan) -> dict[tuple[str, str], str]:
+    """``(scope, text hash)`` of every row the plan writes → its lineage."""
+    return {
+        (s.row.scope, s.row.content_hash): s.lineage for s in plan.steps if s.row is not None and s.lineage
+    }
+
+
+def _taken(conn: Tx, plan: Plan, since: int | None) -> set[str]:
+    """Lineages of the plan whose text someone else made a current memory of its scope: among every
+    current memory (``since`` None: before the plan's own rows exist, a probe per text, few
+    matches), or among the rows written after row ``since`` (in turn: no one else writes meanwhile,
+    so those are few)."""
+    texts = _texts(plan)
+    new = new_lineages(plan)
+    found: list[tuple[str, str, str]] = []
+    if since is None:
+        by_scope: dict[str, list[str]] = {}
+        for scope, text_hash in texts:
+            by_scope.setdefault(scope, []).append(text_hash)
+        for scope, hashes in by_scope.items():
+            for part in chunks(sorted(hashes)):
+                marks = ", ".join("?" * len(part))
+                found += conn.execute(
+                    f"SELECT id, scope, content_hash FROM memory WHERE scope = ? AND superseded_by IS NULL "
+                    f"AND content_hash IN ({marks})",
+                    (scope, *part),
+                ).fetchall()
+    else:
+        # The plan's own rows all carry its actor and moment (another import's differs by at least
+        # a microsecond): leaving them out keeps this read as short as what others wrote.
+        found = conn.execute(
+            "SELECT id, scope, content_hash FROM memory WHERE rowid > ? AND superseded_by IS NULL "
+            "AND NOT (actor = ? AND recorded_at = ?)",
+            (since, plan.ctx.actor, iso(plan.ctx.now)),
+        ).fetchall()
+    taken: set[str] = set()
+    for memory_id, scope, text_hash in found:
+        mine = texts.get((str(scope), str(text_hash)))
+        if mine is not None and memory_id not in new and memory_id != mine:
+            taken.add(mine)
+    return taken
+
+
+def _check(conn: Tx, plan: Plan, staged: Staged) -> tuple[set[str], set[str]]:
     """In turn: the lineages whose plan no longer holds (to decide again), and the lineages the plan
     links to that were purged meanwhile."""
-    new = new_lineages(plan)
     written = {step.lineage for step in plan.steps if step.existing and step.lineage}
     linked = {dst for step in plan.steps for dst in step.links if dst in plan.facts}
     now = lineage_facts(conn, sorted(written | linked))
@@ -118,25 +164,7 @@ def _check(conn: Tx, plan: Plan) -> tuple[set[str], set[str]]:
     gone = {
         memory_id for memory_id in linked if now.get(memory_id) is None or now[memory_id].state == "purged"
     }
-    by_scope: dict[str, dict[str, str]] = {}
-    for step in plan.steps:
-        if step.row is not None and step.lineage:
-            by_scope.setdefault(step.row.scope, {})[step.row.content_hash] = step.lineage
-    # The plan's own rows all carry its actor and moment: leaving them out keeps this read as short
-    # as what others wrote (another import's moment differs by at least a microsecond).
-    own = (plan.ctx.actor, iso(plan.ctx.now))
-    for scope, hashes in by_scope.items():
-        for part in chunks(sorted(hashes)):
-            marks = ", ".join("?" * len(part))
-            for memory_id, text_hash in conn.execute(
-                f"SELECT id, content_hash FROM memory WHERE scope = ? AND superseded_by IS NULL "
-                f"AND content_hash IN ({marks}) AND NOT (actor = ? AND recorded_at = ?)",
-                (scope, *part, *own),
-            ):
-                mine = hashes[str(text_hash)]
-                if memory_id not in new and memory_id != mine:  # someone else wrote this text meanwhile
-                    undone.add(mine)
-    return undone, gone
+    return undone | staged.undone | _taken(conn, plan, staged.mark), gone
 
 
 def _unstage(conn: Tx, lineages: Sequence[str]) -> None:
@@ -211,33 +239,51 @@ def write_plan(conn: Tx, plan: Plan) -> Outcome:
     Raises:
         KorgError: the store fails (nothing of the import is kept).
     """
-    stage_plan(conn, plan)
+    staged = stage_plan(conn, plan)
     conn.take_turn()
-    return finish_plan(conn, plan)
+    return finish_plan(conn, plan, staged)
 
 
-def stage_plan(conn: Tx, plan: Plan) -> None:
+@dataclass(slots=True)
+class Staged:
+    """What :func:`stage_plan` found and wrote before the turn."""
+
+    mark: int
+    """The highest memory row before the plan's: whatever others write later lies above it."""
+    undone: set[str]
+    """Lineages whose text another memory of the scope had by then: not staged, decided again."""
+
+
+def stage_plan(conn: Tx, plan: Plan) -> Staged:
     """The part of :func:`write_plan` before its turn: the plan's new memories, their links and
-    identities, which no one else can see before commit."""
-    _stage(conn, plan)
-    _stage_identities(conn, plan)
+    identities, which no one else can see before commit -- but those whose text became a current
+    memory since the plan read the store, looked for first, while the plan's rows do not yet exist
+    to match their own texts. ``store.write(stage=True)`` lets one import of a team store's tenant
+    at a time stage (a SQLite file's lock is held from the start), so no other import can commit
+    between this look and the turn, and what others write meanwhile lies above ``mark``."""
+    undone = _taken(conn, plan, None)
+    mark = int(conn.execute("SELECT coalesce(max(rowid), 0) FROM memory").fetchone()[0])
+    _stage(conn, plan, undone)
+    _stage_identities(conn, plan, undone)
+    return Staged(mark, undone)
 
 
-def finish_plan(conn: Tx, plan: Plan) -> Outcome:
+def finish_plan(conn: Tx, plan: Plan, staged: Staged) -> Outcome:
     """The part of :func:`write_plan` in turn (after ``conn.take_turn()``)."""
     outcome = Outcome()
-    undone, gone = _check(conn, plan)
+    undone, gone = _check(conn, plan, staged)
     _record_identities(conn, plan, undone)
     if undone:
         stale = [s for s in plan.steps if s.row is not None and s.lineage in undone]
-        _unstage(conn, sorted(undone & new_lineages(plan)))
+        _unstage(conn, sorted((undone - staged.undone) & new_lineages(plan)))
         gone |= undone & new_lineages(plan)
     _apply(conn, plan, undone, gone, outcome)
     known = dict(plan.known)
     if undone:
         # Decided again by the same rules, in turn, against the store as it is now: nothing to check.
         again = plan_foreign(conn, plan.ctx, [step.item for step in stale])
-        stage_plan(conn, again)
+        _stage(conn, again, set())
+        _stage_identities(conn, again, set())
         _record_identities(conn, again, set())
         _apply(conn, again, set(), set(), outcome)
         known.update(again.known)

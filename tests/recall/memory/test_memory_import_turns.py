@@ -11,14 +11,15 @@ import random
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from korg_bridge.recall.memory.foreign import plan_foreign
+from korg_bridge.recall.memory.foreign import Plan, plan_foreign
 from korg_bridge.recall.memory.importer import IMPORT_ACTOR, prepare_import
 from korg_bridge.recall.memory.incoming import read_source
 from korg_bridge.recall.memory.scopes import Context
-from korg_bridge.recall.memory.staging import write_plan
+from korg_bridge.recall.memory.staging import finish_plan, stage_plan, write_plan
 
 from ._memory import PgTarget, answer, korg_recall, ok, opened, rows, run
 
@@ -108,7 +109,7 @@ def test_an_import_killed_at_any_moment_lands_whole_or_not_at_all(
         assert rows(store, "PRAGMA integrity_check") == [("ok",)]
 
 
-def plan_against_a_snapshot(path: Path, store: Path | PgTarget) -> tuple[object, object]:
+def plan_against_a_snapshot(path: Path, store: Path | PgTarget) -> tuple[Any, Plan]:
     """The first half of an import, in this process: checked, and planned in a read transaction."""
     ctx = Context.from_env(os.environ)
     importing = dataclasses.replace(ctx, actor=IMPORT_ACTOR, is_agent=False)
@@ -195,7 +196,7 @@ def test_a_memory_the_plan_links_to_and_someone_purges_meanwhile_gets_no_link(
     path = tmp_path / "mem0.json"
     path.write_text(json.dumps([{"id": "a", "memory": "Billing-api listens on port 9090."}]))
     opened_store, plan = plan_against_a_snapshot(path, store)
-    assert plan.steps[0].links == [old]  # type: ignore[attr-defined]
+    assert plan.steps[0].links == [old]
     answer(capsys, "forget", "--id", old, "--mode", "purge")
     try:
         with opened_store.write(stage=True) as conn:
@@ -204,3 +205,39 @@ def test_a_memory_the_plan_links_to_and_someone_purges_meanwhile_gets_no_link(
         opened_store.close()
     assert (outcome.counts["created"], outcome.counts["links"]) == (1, 0)
     assert rows(store, "SELECT count(*) FROM memory_links") == [(0,)]
+
+
+def test_a_text_remembered_while_the_import_stages_on_a_team_store_is_not_duplicated(
+    capsys: pytest.CaptureFixture[str], backend: str, project: Path, store: Path | PgTarget, tmp_path: Path
+) -> None:
+    if backend == "sqlite":
+        pytest.skip("a SQLite file's write lock is held from the start: no one writes while an import stages")
+    path = tmp_path / "mem0.json"
+    path.write_text(
+        json.dumps(
+            [{"id": "a", "memory": "Deploys need two approvals."}, {"id": "b", "memory": "Cats are fine."}]
+        )
+    )
+    opened_store, plan = plan_against_a_snapshot(path, store)
+    try:
+        with opened_store.write(stage=True) as conn:
+            staged = stage_plan(conn, plan)
+            # Another writer goes on while the import stages: the tenant's lock is not taken yet.
+            ok(
+                run(
+                    "remember",
+                    "--content",
+                    "Deploys need two approvals.",
+                    "--type",
+                    "note",
+                    "--scope",
+                    "user",
+                    cwd=project,
+                )
+            )
+            conn.take_turn()
+            outcome = finish_plan(conn, plan, staged)
+    finally:
+        opened_store.close()
+    assert (outcome.counts["created"], outcome.counts["exists"]) == (1, 1)
+    assert rows(store, "SELECT count(*) FROM memory WHERE body = 'Deploys need two approvals.'") == [(1,)]

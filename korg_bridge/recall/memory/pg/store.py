@@ -278,6 +278,13 @@ class PgStore:
             if writing and not stage:
                 # One writer per tenant at a time (see the module docstring); the key is the tenant's.
                 tx.take_turn()
+            elif writing:
+                # One stager per tenant at a time, holding no other writer off: an import's checks
+                # rely on no other import committing between its first look and its turn.
+                self.conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    (f"korg-recall-staging:{self.tenant}",),
+                )
         except Exception as exc:
             self._rollback()
             raise self._error(exc, writing=writing) from exc
@@ -304,6 +311,7 @@ class PgStore:
         With ``stage``, the lock is taken only when the caller calls :meth:`PgTx.take_turn` (at the
         latest before commit): what it writes before is invisible to everyone else until commit,
         so a long import does not hold the tenant's other writers off while it writes its rows.
+        Staging transactions of one tenant take turns among themselves (a second advisory lock).
 
         Raises:
             KorgError: the lock stays taken past :data:`~.errors.LOCK_TIMEOUT_S`, or the server fails

@@ -893,7 +893,12 @@ def _imports_only(no_write: bool, check: bool) -> int:
         if saved is not None:
             os.environ[MODEL_DIR_ENV] = saved
     block, verdicts = import_block(rows)
-    block += f"\n\nMeasured {where.date} on {where.cores} cores, load average {where.load} at the start."
+    load = f"{where.load:.1f}" if where.load is not None else "unknown"
+    block += (
+        f"\n\nMeasured {where.date} on {where.cores} cores ({where.cpu}), load average {load} at the start: "
+        "other engineers' work shared the machine, so the wall times are noisy: under heavier load they "
+        "stretch to several times the CPU times, the lock's wall time with them."
+    )
     print(block)
     if not no_write:
         print(f"wrote the import rows into {write_block('memory_import', block)}", file=sys.stderr)

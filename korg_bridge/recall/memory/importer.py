@@ -17,7 +17,7 @@ An import happens in three steps:
    operation log gets one ``memory.import`` entry (counts and the file's SHA-256,
    never text). On a SQLite file a transaction that writes holds the lock from its
    first row, so there the whole of step 3 is in turn -- bulk statements, about
-   40 µs per version written (``docs/benchmarks.md``).
+   35 µs of CPU per memory written (``docs/benchmarks.md``, "Imports").
 
 The mirror files of the imported memories appear over the next calls (at most 64
 per call), as after any large change.

@@ -106,9 +106,10 @@ def _cut_strings(value: Any, limit: int) -> Any:
     return value
 
 
-def dump_json(value: Any) -> str | None:
-    """A stored field as JSON text (None stays NULL), cut to :data:`MAX_STORED_JSON`; not yet
-    :func:`bindable` (rows make all their strings so at once).
+def dump_json(value: Any, limit: int = MAX_STORED_JSON) -> str | None:
+    """A stored field as JSON text (None stays NULL), cut to ``limit`` characters (the memory
+    store's import cuts a foreign memory's metadata with it too); not yet :func:`bindable` (rows
+    make all their strings so at once).
 
     An over-long field keeps its structure (a file path next to a huge
     content stays readable) and its strings are cut, each ending in a
@@ -120,19 +121,19 @@ def dump_json(value: Any) -> str | None:
     if not value and isinstance(value, dict):
         return "{}"
     text = _encode(value)
-    if len(text) > MAX_STORED_JSON:
-        text = _fit(value, text)
+    if len(text) > limit:
+        text = _fit(value, text, limit)
     return text
 
 
-def _fit(value: Any, text: str) -> str:
-    limit = MAX_STORED_JSON // 2
-    while limit >= _MIN_CUT:
-        cut = _encode(_cut_strings(value, limit))
-        if len(cut) <= MAX_STORED_JSON:
+def _fit(value: Any, text: str, limit: int) -> str:
+    cut_at = limit // 2
+    while cut_at >= _MIN_CUT:
+        cut = _encode(_cut_strings(value, cut_at))
+        if len(cut) <= limit:
             return cut
-        limit //= 4
-    return _encode(_cut_strings(text, MAX_STORED_JSON // 2))
+        cut_at //= 4
+    return _encode(_cut_strings(text, limit // 2))
 
 
 def load_json(text: str | None) -> Any:

@@ -95,6 +95,10 @@ class FullText(Protocol):
         """Make a newly inserted row searchable (a no-op where the index follows the row)."""
         ...
 
+    def index_many(self, tx: Tx, rows: Sequence[tuple[int, str, str, Sequence[str]]]) -> None:
+        """:meth:`index` for many ``(rowid, title, body, tags)`` at once (an import's rows)."""
+        ...
+
     def after_purge(self, tx: Tx) -> None:
         """Leave no token of purged text in the index (inside the purge's transaction)."""
         ...
@@ -149,6 +153,10 @@ class Tx(Protocol):
         """Queue ``memory_id``'s mirror file for rewriting (a no-op without a mirror)."""
         ...
 
+    def mark_dirty_many(self, memory_ids: Sequence[str]) -> None:
+        """:meth:`mark_dirty` for many memories at once (an import's)."""
+        ...
+
     def secret(self, name: str) -> str:
         """A per-store (per-tenant) secret, hex: the key of forget's confirmation tokens."""
         ...
@@ -159,6 +167,11 @@ class Tx(Protocol):
 
     def source_field(self, name: str) -> str:
         """An expression giving field ``name`` (a constant) of the ``source`` JSON column, as text."""
+        ...
+
+    def take_turn(self) -> None:
+        """In a transaction opened with ``write(stage=True)``: wait for the store's other writers
+        and hold them off until commit (see :meth:`Store.write`)."""
         ...
 
 
@@ -180,7 +193,15 @@ class Store(Protocol):
         """The SQLite store's folder (mirror, operation log, backups); None for a team store."""
         ...
 
-    def write(self) -> contextlib.AbstractContextManager[Tx]: ...
+    def write(self, *, stage: bool = False) -> contextlib.AbstractContextManager[Tx]:
+        """One write transaction: all of it commits, or none of it; writers take turns.
+
+        ``stage``: the caller writes rows no one else can see before it calls
+        :meth:`Tx.take_turn` (an import's new memories), so where the database allows it (a team
+        store) other writers are not held off meanwhile; a SQLite file has one writer at a time,
+        so there the turn is taken at once.
+        """
+        ...
 
     def reading(self) -> contextlib.AbstractContextManager[Tx]: ...
 

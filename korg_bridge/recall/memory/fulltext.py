@@ -59,6 +59,12 @@ class SqliteText:
             (rowid, title, body, " ".join(tags)),
         )
 
+    def index_many(self, tx: Tx, rows: Sequence[tuple[int, str, str, Sequence[str]]]) -> None:
+        tx.executemany(
+            "INSERT INTO memory_fts (rowid, title, body, tags) VALUES (?, ?, ?, ?)",
+            [(rowid, title, body, " ".join(tags)) for rowid, title, body, tags in rows],
+        )
+
     def after_purge(self, tx: Tx) -> None:
         # External content: the index is rebuilt from the emptied rows, so no token of the
         # purged text survives in its segments.

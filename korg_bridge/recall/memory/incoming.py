@@ -29,7 +29,6 @@ is written: a malformed line is a one-line error naming the file and line.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from korg_bridge.errors import ConfigError, UsageError
+from korg_bridge.recall.memory import storable
 from korg_bridge.recall.memory.drafts import BODY_MAX_BYTES, TAG_MAX_CHARS, TAGS_MAX
 from korg_bridge.recall.memory.frontmatter import FrontMatterError, declared_type, parse
 from korg_bridge.recall.memory.records import MEMORY_TYPES
@@ -197,6 +197,11 @@ def _markdown(path: Path, rel: str, batch: Batch) -> None:
         raise UsageError(
             f"{where}: unreadable front matter ({exc}). Fix it, or move the file out of the way."
         ) from None
+    except ValueError:  # an integer of thousands of digits, which Python refuses to convert
+        raise UsageError(
+            f"{where}: unreadable front matter (a number too long to read). Fix it, or move the file "
+            "out of the way."
+        ) from None
     meta = parsed.meta
     if not parsed.body.strip() and not meta.get("description"):
         batch.skipped.append(f"{where}: empty")
@@ -265,7 +270,7 @@ def _mcp_memory(path: Path, lines: list[tuple[int, str]], batch: Batch) -> None:
     for number, text in lines:
         where = f"{path} line {number}"
         try:
-            obj = json.loads(text)
+            obj = storable.loads(text)
         except ValueError as exc:
             raise UsageError(
                 f"{where}: not JSON ({getattr(exc, 'msg', exc)}). Fix or remove the line."
@@ -370,9 +375,36 @@ def read_source(raw: str) -> Batch:
 
     Raises:
         UsageError: the path does not exist, the format is not recognised, or the content is
-            malformed (naming the file and line).
+            malformed (naming the file and line), or a memory's metadata is nested too deeply
+            (naming the file and item).
         ConfigError: a file cannot be read.
     """
+    batch = _detect(raw)
+    for item in batch.items:
+        _storable(item)
+    return batch
+
+
+def _storable(item: Item) -> None:
+    """Make ``item`` hold only what both stores can (see :mod:`.storable`): JSON files were
+    decoded by :func:`.storable.loads` already, Markdown may still hold a NUL or, in a quoted
+    front-matter value, a lone surrogate; metadata deeper than the stores keep is refused and
+    metadata longer than a memory is cut."""
+    item.body = storable.text(item.body)
+    item.title = None if item.title is None else storable.text(item.title)
+    item.tags = [storable.text(tag) for tag in item.tags]
+    item.scope = None if item.scope is None else storable.text(item.scope)
+    item.identity = None if item.identity is None else storable.text(item.identity)
+
+    def refused(reason: str) -> UsageError:
+        return UsageError(f"{item.where}: {reason}.")
+
+    for name, value in item.source.items():
+        storable.check(value, f"its {name}", refused)
+    item.source = storable.fit(storable.loads(storable.dumps(item.source)))
+
+
+def _detect(raw: str) -> Batch:
     path = Path(os.path.abspath(os.path.expanduser(raw)))
     if not os.path.lexists(path):
         raise UsageError(
@@ -396,7 +428,7 @@ def read_source(raw: str) -> Batch:
     head: Any = None
     if first == "{":
         try:
-            head = json.loads(lines[0][1])
+            head = storable.loads(lines[0][1])
         except ValueError:
             head = None
     if isinstance(head, dict) and "format" in head:
@@ -406,9 +438,12 @@ def read_source(raw: str) -> Batch:
         _mcp_memory(path, lines, batch)
     else:
         try:
-            whole = json.loads(text)
+            whole = storable.loads(text)
         except ValueError as exc:
-            raise UsageError(f"{path} line {getattr(exc, 'lineno', '?')}: not JSON; {_UNKNOWN}") from None
+            line = getattr(exc, "lineno", None)
+            if line is None:  # readable JSON, but nested beyond what a decoder can follow
+                raise UsageError(f"{path}: {exc}. Flatten it before importing.") from None
+            raise UsageError(f"{path} line {line}: not JSON; {_UNKNOWN}") from None
         if not isinstance(whole, list) and not (isinstance(whole, dict) and "results" in whole):
             raise UsageError(f"{path}: {_UNKNOWN}")
         batch.format = "mem0"

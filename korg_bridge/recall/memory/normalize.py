@@ -20,6 +20,7 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
+from functools import lru_cache
 
 __all__ = [
     "content_hash",
@@ -149,6 +150,11 @@ def clip_title(text: str) -> str:
     return cut.rstrip(" ,;:-") + "…"
 
 
+_TEXTS_CACHED = 4096
+"""Texts whose analysis is kept: the write policy compares a new memory with up to 20 others,
+and an import compares each memory of the scope with many new ones."""
+
+
 def words(text: str) -> list[str]:
     """Lower-cased words of ``text`` (letters and digits; apostrophes kept inside a word)."""
     return [
@@ -173,6 +179,7 @@ def _stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=_TEXTS_CACHED)
 def word_set(text: str) -> frozenset[str]:
     """Content words of ``text``, stemmed (stop words dropped; negations kept)."""
     return frozenset(_stem(w) for w in words(text) if w not in STOP_WORDS)
@@ -303,6 +310,7 @@ SAME_STEM = 5
 forms ("manager"/"management", "own"/"owner"): a rewording, not a replacement."""
 
 
+@lru_cache(maxsize=_TEXTS_CACHED)
 def _plain_words(text: str) -> frozenset[str]:
     """Content words the other checks do not already compare: negations are counted, numbers and
     dates compared as values."""

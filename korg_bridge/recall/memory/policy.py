@@ -45,6 +45,7 @@ __all__ = [
     "Draft",
     "Similar",
     "decide",
+    "judge",
 ]
 
 MERGE_JACCARD = 0.7
@@ -220,11 +221,17 @@ def decide(conn: Tx, draft: Draft, cosines: dict[str, float]) -> Decision:
 
 
 def _near(conn: Tx, draft: Draft, cosines: dict[str, float]) -> Decision:
+    return judge(draft, _candidates(conn, draft, cosines), cosines)
+
+
+def judge(draft: Draft, candidates: list[Version], cosines: dict[str, float]) -> Decision:
+    """The near-duplicate step of :func:`decide`: ``merged`` into one of ``candidates`` (live or
+    pending heads of the draft's scope, found by the caller), else ``created`` with the similar
+    ones. An import finds its candidates its own way (:mod:`.dedupe`) and judges them here."""
     mine = word_set(draft.body)
     merge: tuple[float, Version, Similar] | None = None
     similar: list[Similar] = []
     best = 0.0
-    candidates = _candidates(conn, draft, cosines)
     for candidate in candidates:
         overlap = jaccard(mine, word_set(candidate.body))
         cosine = cosines.get(candidate.id)

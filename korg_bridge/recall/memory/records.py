@@ -14,7 +14,6 @@ times (``…00Z`` and ``…00.5Z`` would sort wrongly side by side).
 from __future__ import annotations
 
 import base64
-import json
 import re
 import secrets
 import time
@@ -24,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from korg_bridge.errors import UsageError
+from korg_bridge.recall.memory import storable
 
 __all__ = [
     "COLUMNS",
@@ -151,7 +151,9 @@ class Version:
         for name in COLUMNS:
             value = getattr(self, name)
             if name in _JSON_COLUMNS:
-                value = None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+                # Strict JSON only (no NaN, no lone surrogate): SQLite's and PostgreSQL's JSON
+                # functions read these columns too, and one value they refuse breaks every reader.
+                value = None if value is None else storable.dumps(value)
             elif name in _BOOL_COLUMNS:
                 value = int(bool(value))
             values.append(value)
@@ -163,7 +165,7 @@ class Version:
         values: dict[str, Any] = {"rowid": row[0]}
         for name, value in zip(COLUMNS, row[1:], strict=True):
             if name in _JSON_COLUMNS:
-                value = json.loads(value) if value else _JSON_EMPTY[name]()
+                value = storable.loads(value) if value else _JSON_EMPTY[name]()
             elif name in _BOOL_COLUMNS:
                 value = bool(value)
             values[name] = value

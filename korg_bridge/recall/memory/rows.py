@@ -20,8 +20,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "add_link",
+    "chunks",
     "head",
+    "index_versions",
     "insert_version",
+    "insert_versions",
     "lineage",
     "links_of",
     "mark_dirty",
@@ -33,9 +36,10 @@ __all__ = [
 ]
 
 _SELECT = "SELECT rowid, " + ", ".join(COLUMNS) + " FROM memory"
-_INSERT = (
-    f"INSERT INTO memory ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) RETURNING rowid"
-)
+_INSERT_MANY = f"INSERT INTO memory ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+_INSERT = f"{_INSERT_MANY} RETURNING rowid"
+CHUNK = 500
+"""Values bound in one ``IN (…)``: below SQLite's oldest limit of 999 parameters."""
 
 
 def insert_version(conn: Tx, version: Version) -> Version:
@@ -48,6 +52,53 @@ def insert_version(conn: Tx, version: Version) -> Version:
     if version.state != "purged":
         conn.text.index(conn, version.rowid, version.title, version.body, version.tags)
     return version
+
+
+def insert_versions(
+    conn: Tx,
+    versions: Sequence[Version],
+    *,
+    index: bool = True,
+    encoded: Sequence[tuple[object, ...]] | None = None,
+) -> None:
+    """Store many versions verbatim in one statement batch, as :func:`insert_version` stores one
+    (an import writes thousands: one round trip each would hold the write lock for seconds), and
+    set their ``rowid``. ``index`` False leaves their text unsearchable and their mirror files
+    unqueued until :func:`index_versions`: an import checks them first, and may delete some.
+    ``encoded``: their :meth:`~.records.Version.to_row`, made before the transaction began."""
+    if not versions:
+        return
+    before = int(conn.execute("SELECT coalesce(max(rowid), 0) FROM memory").fetchone()[0])
+    conn.executemany(_INSERT_MANY, encoded if encoded is not None else [v.to_row() for v in versions])
+    wanted = {(version.id, version.version): version for version in versions}
+    # Rows of other writers may be among them on the team store (an import stages its rows before
+    # it takes its turn): only those of ``versions`` are matched.
+    for rowid, memory_id, number in conn.execute(
+        "SELECT rowid, id, version FROM memory WHERE rowid > ?", (before,)
+    ):
+        version = wanted.get((memory_id, number))
+        if version is not None:
+            version.rowid = int(rowid)
+    if index:
+        index_versions(conn, versions)
+
+
+def index_versions(conn: Tx, versions: Sequence[Version]) -> None:
+    """Make stored ``versions`` searchable and queue their mirror files (see :func:`insert_version`)."""
+    conn.text.index_many(
+        conn,
+        [
+            (version.rowid, version.title, version.body, version.tags)
+            for version in versions
+            if version.state != "purged" and version.rowid is not None
+        ],
+    )
+    conn.mark_dirty_many(list(dict.fromkeys(version.id for version in versions)))
+
+
+def chunks(values: Sequence[str]) -> list[Sequence[str]]:
+    """``values`` in slices of at most :data:`CHUNK`, for ``IN (…)`` lists."""
+    return [values[start : start + CHUNK] for start in range(0, len(values), CHUNK)]
 
 
 def select_versions(conn: Tx, where: str, params: Sequence[object] = ()) -> list[Version]:

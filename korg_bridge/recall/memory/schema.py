@@ -172,6 +172,16 @@ MIGRATIONS: list[Migration] = [
             "created INTEGER NOT NULL DEFAULT 0)",
         ),
     ),
+    (
+        "m006_import_identities",
+        (
+            # The memory each foreign identity an import wrote (mem0:<id>, mcp-memory:<name>, a Claude
+            # Code file) became, by the identity's SHA-256: kept when the memory is purged (which
+            # erases its source), so a later import of a changed text under that identity is known
+            # as the forgotten memory's and skipped, while nothing readable of it stays.
+            "CREATE TABLE import_identities (digest TEXT PRIMARY KEY, id TEXT NOT NULL)",
+        ),
+    ),
 ]
 
 TABLES = frozenset(
@@ -188,6 +198,7 @@ TABLES = frozenset(
         "claude_files",
         "claude_folders",
         "claude_blocks",
+        "import_identities",
     }
 )
 """Tables a store opened by this version must have."""

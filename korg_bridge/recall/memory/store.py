@@ -55,6 +55,9 @@ BUSY_TIMEOUT_S = 10.0
 """How long a write waits for another process's: far above one memory write, below patience."""
 INTEGRITY_LINES = 20
 """Problems ``integrity_check`` reports at most (it can list thousands on a wrecked file)."""
+STAGE_CACHE_KIB = 64 * 1024
+"""SQLite's page cache for an import's transaction (the default is 2 MiB): 50,000 memories touch
+tens of MiB of index pages, and re-reading them doubled the time it held the write lock."""
 QUICK_CHECK_MAX_BYTES = 8 * 1024 * 1024
 """``PRAGMA quick_check`` on open below this size (a few ms): corruption is reported before
 anything is written. Above it, the first statement touching a bad page reports it instead."""
@@ -139,6 +142,14 @@ class SqliteTx:
     def mark_dirty(self, memory_id: str) -> None:
         self.conn.execute("INSERT INTO mirror_dirty (id) VALUES (?) ON CONFLICT DO NOTHING", (memory_id,))
 
+    def mark_dirty_many(self, memory_ids: Sequence[str]) -> None:
+        self.conn.executemany(
+            "INSERT INTO mirror_dirty (id) VALUES (?) ON CONFLICT DO NOTHING", [(mid,) for mid in memory_ids]
+        )
+
+    def take_turn(self) -> None:
+        """Nothing to wait for: ``BEGIN IMMEDIATE`` took the file's write lock already."""
+
     def secret(self, name: str) -> str:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (f"{name}_secret",)).fetchone()
         return "" if row is None else str(row[0])
@@ -147,7 +158,9 @@ class SqliteTx:
         return "EXISTS (SELECT 1 FROM json_each(memory.tags) WHERE json_each.value = ?)"
 
     def source_field(self, name: str) -> str:
-        return f"json_extract(source, '$.{name}')"
+        # NULL for a value an older korg-recall stored that is not strict JSON (an imported NaN):
+        # json_extract would fail the whole statement, and with it every listing of the store.
+        return f"CASE WHEN json_valid(source) THEN json_extract(source, '$.{name}') END"
 
 
 class SqliteStore:
@@ -339,33 +352,52 @@ class SqliteStore:
     # --- transactions --------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[SqliteTx]:
+    def write(self, *, stage: bool = False) -> Iterator[SqliteTx]:
         """One ``BEGIN IMMEDIATE`` transaction: all of it commits, or none of it.
+
+        With ``stage`` (an import's thousands of rows) the page cache is raised to
+        :data:`STAGE_CACHE_KIB` for the transaction, so its index pages are not read again and again
+        while it holds the lock; otherwise it changes nothing: a SQLite file has one writer at a time,
+        so a transaction that writes holds the lock from its first write (see
+        :meth:`.backend.Store.write`).
 
         Raises:
             KorgError: the store stays locked past the busy timeout, or SQLite fails
                 (ConfigError when it is corrupt or cannot be written).
         """
         conn = self.conn
+        cache: int | None = None
         try:
+            if stage:
+                cache = int(conn.execute("PRAGMA cache_size").fetchone()[0])
+                conn.execute(f"PRAGMA cache_size = -{STAGE_CACHE_KIB}")
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
+            self._restore_cache(cache)
             raise self.translate(exc) from exc
         try:
-            yield SqliteTx(conn)
-        except BaseException as exc:
-            if conn.in_transaction:
+            try:
+                yield SqliteTx(conn)
+            except BaseException as exc:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self.translate(exc) from exc
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
                 raise self.translate(exc) from exc
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        finally:
+            self._restore_cache(cache)
+
+    def _restore_cache(self, cache: int | None) -> None:
+        if cache is not None:
             with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise self.translate(exc) from exc
+                self.conn.execute(f"PRAGMA cache_size = {cache}")
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[SqliteTx]:

@@ -15,13 +15,13 @@ changes nothing for it and the round trip stays lossless).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from korg_bridge.errors import UsageError
+from korg_bridge.recall.memory import storable
 from korg_bridge.recall.memory.drafts import BODY_MAX_BYTES
 from korg_bridge.recall.memory.export import EXPORT_FORMAT
 from korg_bridge.recall.memory.normalize import content_hash
@@ -36,6 +36,8 @@ _SCOPE = re.compile(
     r"^(?:user|project:/.*|(?:agent|session):[A-Za-z0-9][A-Za-z0-9._@:+-]{0,127})$", re.DOTALL
 )
 _LINK_KIND_MAX = 200
+_INT32_MAX = 2**31 - 1
+"""The team store keeps version numbers and use counts in 32-bit columns."""
 
 
 @dataclass(slots=True)
@@ -72,12 +74,12 @@ def _time(value: Any, *, optional: bool = False) -> bool:
 def _int(value: Any, minimum: int, *, optional: bool = False) -> bool:
     if optional and value is None:
         return True
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+    return isinstance(value, int) and not isinstance(value, bool) and minimum <= value <= _INT32_MAX
 
 
 _CHECKS: dict[str, tuple[str, Any]] = {
     "id": ("an id such as m3x7k2p9qaz", lambda v: isinstance(v, str) and _ID.match(v) is not None),
-    "version": ("an integer >= 1", lambda v: _int(v, 1)),
+    "version": (f"an integer >= 1 (at most {_INT32_MAX})", lambda v: _int(v, 1)),
     "scope": (
         "user, project:/path, agent:NAME or session:ID",
         lambda v: isinstance(v, str) and bool(_SCOPE.match(v)),
@@ -96,10 +98,10 @@ _CHECKS: dict[str, tuple[str, Any]] = {
     "valid_to": ("a timestamp or null", lambda v: _time(v, optional=True)),
     "recorded_at": ("a timestamp", _time),
     "retired_at": ("a timestamp or null", lambda v: _time(v, optional=True)),
-    "superseded_by": ("an integer or null", lambda v: _int(v, 1, optional=True)),
+    "superseded_by": (f"an integer or null (at most {_INT32_MAX})", lambda v: _int(v, 1, optional=True)),
     "superseded_at": ("a timestamp or null", lambda v: _time(v, optional=True)),
     "expires_at": ("a timestamp or null", lambda v: _time(v, optional=True)),
-    "use_count": ("an integer >= 0", lambda v: _int(v, 0)),
+    "use_count": (f"an integer >= 0 (at most {_INT32_MAX})", lambda v: _int(v, 0)),
     "last_used_at": ("a timestamp or null", lambda v: _time(v, optional=True)),
     "source": ("an object or null", lambda v: v is None or isinstance(v, dict)),
     "provenance": (
@@ -137,11 +139,16 @@ def _version(obj: Mapping[str, Any], where: str, out: Exported, allow_secrets: b
             raise _fail(where, f"the version has no {name}")
         if not ok(obj[name]):
             raise _fail(where, f"{name} is not {form} (got {str(obj[name])[:40]!r})")
+    for name in ("source", "provenance"):
+        storable.check(obj[name], name, lambda reason: _fail(where, reason), storable.MAX_STORED_DEPTH)
     version = Version.from_dict(obj)
     if len(version.body.encode("utf-8")) > BODY_MAX_BYTES:
         raise _fail(where, f"the body is over {BODY_MAX_BYTES} bytes, more than a memory holds")
     if version.state == "purged":
         return version
+    if "\ufffd" in version.body and content_hash(version.body) != version.content_hash:
+        # A lone surrogate or a NUL of a hand-made file, replaced on reading: hash what is stored.
+        version.content_hash = content_hash(version.body)
     if not allow_secrets:
         body, found = redact_text(version.body)
         title, more = redact_text(version.title)
@@ -179,7 +186,7 @@ def read_exported(lines: list[tuple[int, str]], where: str, *, allow_secrets: bo
     for number, text in lines:
         at = f"{where} line {number}"
         try:
-            obj = json.loads(text)
+            obj = storable.loads(text)
         except ValueError as exc:
             raise _fail(at, f"not JSON ({getattr(exc, 'msg', exc)})") from None
         if out is None:

@@ -27,21 +27,16 @@ from korg_bridge.recall.memory.scopes import Context
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Store, Tx
 
-__all__ = ["add_version", "apply_decision", "finish", "provenance_entry"]
+__all__ = ["add_version", "apply_decision", "decided_version", "finish", "provenance_entry", "version_of"]
 
 
 def provenance_entry(ctx: Context, source: dict[str, Any] | None) -> dict[str, Any]:
     return {"actor": ctx.actor, "at": iso(ctx.now), "source": source}
 
 
-def add_version(conn: Tx, ctx: Context, base: Version, **changes: Any) -> Version:
-    """A new version of ``base``'s lineage: ``base``'s fields, ``changes`` applied, written by
-    ``ctx.actor`` now; a proposal when ``ctx`` holds writes for approval.
-
-    ``base`` is the version the change was made to (the current one).
-    """
-    now = iso(ctx.now)
-    pending = ctx.holds_for_approval
+def version_of(ctx: Context, base: Version, number: int, **changes: Any) -> Version:
+    """The row :func:`add_version` writes as version ``number`` of ``base``'s lineage, built
+    without a store (an import plans its rows before it takes the store's write lock)."""
     fields = {
         name: getattr(base, name)
         for name in (
@@ -50,48 +45,52 @@ def add_version(conn: Tx, ctx: Context, base: Version, **changes: Any) -> Versio
         )
     }  # fmt: skip
     fields.update(changes)
-    version = Version(
-        version=next_version(conn, base.id),
+    return Version(
+        version=number,
         actor=ctx.actor,
-        recorded_at=now,
-        state="pending" if pending else "live",
+        recorded_at=iso(ctx.now),
+        state="pending" if ctx.holds_for_approval else "live",
         **fields,
     )
-    supersede(conn, base.id, version.version, now, pending_only=pending)
+
+
+def add_version(conn: Tx, ctx: Context, base: Version, **changes: Any) -> Version:
+    """A new version of ``base``'s lineage: ``base``'s fields, ``changes`` applied, written by
+    ``ctx.actor`` now; a proposal when ``ctx`` holds writes for approval.
+
+    ``base`` is the version the change was made to (the current one).
+    """
+    version = version_of(ctx, base, next_version(conn, base.id), **changes)
+    supersede(conn, base.id, version.version, version.recorded_at, pending_only=ctx.holds_for_approval)
     return insert_version(conn, version)
 
 
-def apply_decision(conn: Tx, ctx: Context, draft: Draft, decision: Decision) -> Version:
-    """Write what :func:`~.policy.decide` decided; return the version the caller gets back."""
+def decided_version(ctx: Context, draft: Draft, decision: Decision, number: int = 1) -> Version:
+    """The row :func:`apply_decision` writes for a ``created``, ``merged`` or ``superseded``
+    decision (``number``: the version it gets in the target's lineage), built without a store."""
     entry = provenance_entry(ctx, draft.source)
     target = decision.target
     if decision.status == "created" or target is None:
-        return insert_version(
-            conn,
-            Version(
-                id=new_id(),
-                version=1,
-                scope=draft.scope,
-                type=draft.type,
-                title=draft.title,
-                body=draft.body,
-                content_hash=draft.content_hash,
-                actor=ctx.actor,
-                recorded_at=iso(ctx.now),
-                state="pending" if ctx.holds_for_approval else "live",
-                trust=draft.trust,
-                key=draft.key,
-                tags=draft.tags,
-                pinned=draft.pinned,
-                valid_from=draft.valid_from,
-                valid_to=draft.valid_to,
-                source=draft.source,
-                provenance=[entry],
-            ),
+        return Version(
+            id=new_id(),
+            version=1,
+            scope=draft.scope,
+            type=draft.type,
+            title=draft.title,
+            body=draft.body,
+            content_hash=draft.content_hash,
+            actor=ctx.actor,
+            recorded_at=iso(ctx.now),
+            state="pending" if ctx.holds_for_approval else "live",
+            trust=draft.trust,
+            key=draft.key,
+            tags=draft.tags,
+            pinned=draft.pinned,
+            valid_from=draft.valid_from,
+            valid_to=draft.valid_to,
+            source=draft.source,
+            provenance=[entry],
         )
-    if decision.status == "exists":
-        update_head(conn, target, provenance=[*target.provenance, entry])
-        return target
     merged = decision.status == "merged"
     tags = (
         [*target.tags, *(t for t in draft.tags if t not in target.tags)]
@@ -103,10 +102,10 @@ def apply_decision(conn: Tx, ctx: Context, draft: Draft, decision: Decision) -> 
         if merged
         else ("key upsert" if draft.key else f"supersedes v{target.version}")
     )
-    return add_version(
-        conn,
+    return version_of(
         ctx,
         target,
+        number,
         type=draft.type,
         title=draft.title,
         body=draft.body,
@@ -121,6 +120,19 @@ def apply_decision(conn: Tx, ctx: Context, draft: Draft, decision: Decision) -> 
         provenance=[*target.provenance, entry],
         reason=reason,
     )
+
+
+def apply_decision(conn: Tx, ctx: Context, draft: Draft, decision: Decision) -> Version:
+    """Write what :func:`~.policy.decide` decided; return the version the caller gets back."""
+    target = decision.target
+    if decision.status == "exists" and target is not None:
+        update_head(conn, target, provenance=[*target.provenance, provenance_entry(ctx, draft.source)])
+        return target
+    if decision.status == "created" or target is None:
+        return insert_version(conn, decided_version(ctx, draft, decision))
+    version = decided_version(ctx, draft, decision, next_version(conn, target.id))
+    supersede(conn, target.id, version.version, version.recorded_at, pending_only=ctx.holds_for_approval)
+    return insert_version(conn, version)
 
 
 def finish(

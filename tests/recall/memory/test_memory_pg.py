@@ -92,7 +92,12 @@ def test_store_migrate_is_idempotent_and_names_what_it_did(pg_roles: Roles) -> N
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
     assert report["applied"] == [] and report["granted"] == [APP]
-    assert report["schema"] == ["m001_memory", "m002_forget_secret", "m003_memory_ops_head"]
+    assert report["schema"] == [
+        "m001_memory",
+        "m002_forget_secret",
+        "m003_memory_ops_head",
+        "m004_import_identities",
+    ]
     assert pg_roles.owner_password not in again.stdout + again.stderr
     assert report["store"].startswith("postgresql://korg_owner:***@127.0.0.1:")
 

@@ -114,6 +114,9 @@ class PgText:
     def index(self, tx: Tx, rowid: int, title: str, body: str, tags: Sequence[str]) -> None:
         """Nothing to do: the column is generated from the row."""
 
+    def index_many(self, tx: Tx, rows: Sequence[tuple[int, str, str, Sequence[str]]]) -> None:
+        """Nothing to do: the column is generated from each row."""
+
     def after_purge(self, tx: Tx) -> None:
         """Nothing to do: the purge's UPDATE recomputed the column."""
 

@@ -59,7 +59,14 @@ HNSW_DIMS = (384,)
 """Dimensions with an HNSW index: 384 is the default embedding models' (bge-small, MiniLM). Vectors
 of other dimensions are stored and compared too, by an exact scan of the tenant's rows."""
 
-TENANT_TABLES = ("memory", "memory_links", "memory_vectors", "memory_ops", "memory_ops_head")
+TENANT_TABLES = (
+    "memory",
+    "memory_links",
+    "memory_vectors",
+    "memory_ops",
+    "memory_ops_head",
+    "import_identities",
+)
 _M001_TABLES = TENANT_TABLES[:4]
 """The tenant tables the first migration made (a migration never changes once released)."""
 APP_TABLES: dict[str, str] = {
@@ -68,6 +75,7 @@ APP_TABLES: dict[str, str] = {
     "memory_vectors": "SELECT, INSERT, UPDATE, DELETE",
     "memory_ops": "SELECT, INSERT",
     "memory_ops_head": "SELECT, INSERT, UPDATE",
+    "import_identities": "SELECT, INSERT, UPDATE, DELETE",
     "meta": "SELECT",
     "_migrations": "SELECT",
 }
@@ -125,14 +133,39 @@ def _ops_head(conn: Any) -> None:
     )
     for statement in _isolated("memory_ops_head"):
         conn.execute(statement)
+    _grant_like(conn, "memory_ops_head", "memory_ops")
+
+
+def _import_identities(conn: Any) -> None:
+    # What each foreign identity an import wrote became, by the identity's SHA-256 (see the SQLite
+    # store's m006_import_identities): outlives a purge, holds nothing readable. The roles that may
+    # write memories may keep these too, so an upgrade needs no new grant.
+    conn.execute(
+        f"""
+        CREATE TABLE import_identities (
+            {_TENANT},
+            digest {_TEXT} NOT NULL,
+            id {_TEXT} NOT NULL,
+            PRIMARY KEY (tenant_id, digest)
+        )
+        """
+    )
+    for statement in _isolated("import_identities"):
+        conn.execute(statement)
+    _grant_like(conn, "import_identities", "memory")
+
+
+def _grant_like(conn: Any, table: str, like: str) -> None:
+    """Grant ``table``'s application privileges to every role that may insert into ``like``: a table
+    a later migration adds reaches the roles ``store migrate --grant`` already named."""
     grantees = conn.execute(
         "SELECT DISTINCT grantee FROM information_schema.role_table_grants WHERE table_schema = %s "
-        "AND table_name = 'memory_ops' AND privilege_type = 'INSERT' AND grantee <> current_user",
-        (SCHEMA,),
+        "AND table_name = %s AND privilege_type = 'INSERT' AND grantee <> current_user",
+        (SCHEMA, like),
     ).fetchall()
     for (grantee,) in grantees:
         role = '"' + str(grantee).replace('"', '""') + '"'
-        conn.execute(f"GRANT {APP_TABLES['memory_ops_head']} ON {SCHEMA}.memory_ops_head TO {role}")
+        conn.execute(f"GRANT {APP_TABLES[table]} ON {SCHEMA}.{table} TO {role}")
 
 
 Step = Sequence[str] | Callable[[Any], None]
@@ -224,6 +257,7 @@ MIGRATIONS: list[tuple[str, Step]] = [
     ),
     ("m002_forget_secret", _forget_secret),
     ("m003_memory_ops_head", _ops_head),
+    ("m004_import_identities", _import_identities),
 ]
 
 

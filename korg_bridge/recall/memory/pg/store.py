@@ -97,12 +97,23 @@ class PgTx:
 
     has_mirror = False
 
-    def __init__(self, store: PgStore) -> None:
+    def __init__(self, store: PgStore, *, in_turn: bool) -> None:
         self._store = store
         self.conn = store.conn
         self.text = PG_TEXT
         self.vectors = PG_VECTORS
         self._cursors: list[Any] = []
+        self.in_turn = in_turn
+
+    def take_turn(self) -> None:
+        """Wait for the tenant's other writers and hold them off until commit (see the module
+        docstring); what this transaction wrote before is invisible to them meanwhile."""
+        if not self.in_turn:
+            self.conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"korg-recall:{self._store.tenant}",),
+            )
+            self.in_turn = True
 
     def execute(self, sql: str, params: Sequence[object] = ()) -> Any:
         cursor = self.conn.cursor()
@@ -124,6 +135,9 @@ class PgTx:
     def mark_dirty(self, memory_id: str) -> None:
         """Nothing to queue: a team store has no mirror."""
 
+    def mark_dirty_many(self, memory_ids: Sequence[str]) -> None:
+        """Nothing to queue: a team store has no mirror."""
+
     def secret(self, name: str) -> str:
         # One root in meta, one key per tenant derived from it: a token made for one tenant is
         # worthless in another, and no tenant's first forget has to write anything.
@@ -131,13 +145,18 @@ class PgTx:
         root = bytes.fromhex(str(row[0])) if row is not None else b""
         return hmac.new(root, self._store.tenant.encode("utf-8"), hashlib.sha256).hexdigest()
 
+    # Both guarded: a value an older korg-recall stored that jsonb refuses (an imported NaN, a
+    # "\u0000") reads as NULL instead of failing the statement -- and every listing of the tenant.
     def tag_condition(self) -> str:
-        return "EXISTS (SELECT 1 FROM jsonb_array_elements_text(memory.tags::jsonb) AS t(value) WHERE t.value = ?)"
+        return (
+            "EXISTS (SELECT 1 FROM jsonb_array_elements_text(CASE WHEN pg_input_is_valid(memory.tags, 'jsonb') "
+            "THEN memory.tags::jsonb END) AS t(value) WHERE t.value = ?)"
+        )
 
     def source_field(self, name: str) -> str:
         if not name.isidentifier():
             raise ValueError(f"not a field name: {name!r}")
-        return f"(source::jsonb ->> '{name}')"
+        return f"(CASE WHEN pg_input_is_valid(source, 'jsonb') THEN source::jsonb ->> '{name}' END)"
 
     def close(self) -> None:
         for cursor in self._cursors:
@@ -250,22 +269,29 @@ class PgStore:
             "set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
             (self.tenant, _SEARCH_PATH, f"{LOCK_TIMEOUT_S}s", f"{STATEMENT_TIMEOUT_S}s"),
         )
-        if writing:
-            # One writer per tenant at a time (see the module docstring); the key is the tenant's.
-            self.conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"korg-recall:{self.tenant}",)
-            )
 
     @contextlib.contextmanager
-    def _transaction(self, *, writing: bool) -> Iterator[PgTx]:
+    def _transaction(self, *, writing: bool, stage: bool = False) -> Iterator[PgTx]:
+        tx = PgTx(self, in_turn=not writing)
         try:
             self._begin(writing=writing)
+            if writing and not stage:
+                # One writer per tenant at a time (see the module docstring); the key is the tenant's.
+                tx.take_turn()
+            elif writing:
+                # One stager per tenant at a time, holding no other writer off: an import's checks
+                # rely on no other import committing between its first look and its turn.
+                self.conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    (f"korg-recall-staging:{self.tenant}",),
+                )
         except Exception as exc:
             self._rollback()
             raise self._error(exc, writing=writing) from exc
-        tx = PgTx(self)
         try:
             yield tx
+            if not tx.in_turn:  # nothing commits out of turn: the log's chain must not fork
+                tx.take_turn()
         except BaseException as exc:
             tx.close()
             self._rollback()
@@ -279,14 +305,19 @@ class PgStore:
             self._rollback()
             raise self._error(exc, writing=writing) from exc
 
-    def write(self) -> contextlib.AbstractContextManager[PgTx]:
+    def write(self, *, stage: bool = False) -> contextlib.AbstractContextManager[PgTx]:
         """One transaction holding the tenant's write lock: all of it commits, or none of it.
+
+        With ``stage``, the lock is taken only when the caller calls :meth:`PgTx.take_turn` (at the
+        latest before commit): what it writes before is invisible to everyone else until commit,
+        so a long import does not hold the tenant's other writers off while it writes its rows.
+        Staging transactions of one tenant take turns among themselves (a second advisory lock).
 
         Raises:
             KorgError: the lock stays taken past :data:`~.errors.LOCK_TIMEOUT_S`, or the server fails
                 (NetworkError when the connection is lost: a write is never retried).
         """
-        return self._transaction(writing=True)
+        return self._transaction(writing=True, stage=stage)
 
     def reading(self) -> contextlib.AbstractContextManager[PgTx]:
         """One read-only snapshot of the tenant's memories.

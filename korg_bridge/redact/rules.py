@@ -28,6 +28,7 @@ from korg_bridge.redact.values import (
     Check,
     Span,
     is_reference,
+    judge,
     value,
     value_span,
 )
@@ -225,7 +226,68 @@ def _command(commands: tuple[str, ...], flag: str) -> _Lazy:
     )
 
 
-_SECRETISH = r"(?=[\w.$-]{0,63}?(?=[AaBbCcJjKkPpSsTt])(?i:auth|bearer|jwt|cookie|cred|pass|pw|secret|key|token|session))"
+_PROSE_NAMES = (
+    r"(?i:password|passwd|passphrase|passcode|pin(?:[ \t]code)?|api[ \t]key|secret[ \t]key|access[ \t]key"
+    r"|secret|token)"
+)
+_CLAUSE_END = (
+    r"(?=[.,;:!?)\]]|[ \t]*+(?:[\r\n]|$)|[ \t]++(?:and|but|or|so|for|on|in|to|at|with|if|until|when|then)\b)"
+)
+_PROSE_WORD = r"[^\s\"'`,;()<>\[\]{}]"
+_PROSE_VALUE = (
+    rf"[0-9]{{4,128}}+{_CLAUSE_END}"
+    rf"|(?={_PROSE_WORD}{{0,127}}?(?:[0-9!@#$%^&*+=~_\\/-]|[a-z][A-Z]))(?={_PROSE_WORD}{{0,127}}?[^\W\d_])"
+    rf"{_PROSE_WORD}{{1,128}}+"
+)
+"""One word after "is": digits at the end of a clause ("is 4821.", not "is 12 characters"), or
+letters with a digit, a symbol or a capital inside. "The password is stored in Vault" holds no
+such word, and the regex rejects it without a Python call per candidate."""
+_PREVIOUS_WORD = re.compile(r"([A-Za-z][\w-]{0,30})[ \t]+$")
+_LETTER = re.compile(r"[^\W\d_]")
+_SYMBOL = re.compile(r"[!@#$%^&*+=~_\\/-]")
+_NUMERIC_SECRETS = frozenset({"pin", "pin code", "passcode", "password", "passwd"})
+_PROSE_NEEDLES = (
+    *("assword", "ASSWORD", "asswd", "assphrase", "asscode", "ASSCODE", "pin", "PIN", "Pin"),
+    *("key", "Key", "KEY", "ecret", "ECRET", "oken", "OKEN"),
+)
+_QUALIFIED = frozenset({"token", "api key", "secret key", "access key", "secret"})
+"""Names a word before can make plain: "the page token is 2", "the sort key is created_at"."""
+
+
+def _looks_secret(word: str, name: str) -> bool:
+    """An unquoted value after "the NAME is" the regex let through: digits are a PIN or a
+    password only; a path, a URL or a version ("pin: 3.11") is none."""
+    if word.isdigit():
+        return name in _NUMERIC_SECRETS
+    # a path, a URL, a version or an address ("pin: 3.11") is not a password
+    return not (word.startswith(("/", "~", "./", "../")) or "://" in word or _LETTER.search(word) is None)
+
+
+def _prose(text: str, match: re.Match[str]) -> Span | None:
+    """ "the staging password is hunter2", "PIN: 4821", "the API key was `k3y`": a name in
+    words, then the value -- quoted, or one word that a person would not write as prose."""
+    name = match.group("n").lower()
+    if " " in name or "\t" in name:
+        name = " ".join(name.split())
+    if name in _QUALIFIED:
+        before = _PREVIOUS_WORD.search(text, max(0, match.start() - 32), match.start())
+        if before is not None and not is_secret_name(f"{before.group(1)}_{name.replace(' ', '_')}"):
+            return None
+    if match.lastgroup != "uq":
+        return value_span(text, match, name.replace(" ", "_"))
+    start, end = match.span("uq")
+    word = text[start:end].rstrip(".!?:")
+    if not _looks_secret(word, name):
+        return None
+    after = text[start + len(word) : start + len(word) + 1]
+    found = judge(name.replace(" ", "_"), word, True, after, True, True, False)  # type words are code
+    return None if found is None else (start + found[0], start + found[1])
+
+
+_SECRETISH = (
+    r"(?=[\w.$-]{0,63}?(?=[AaBbCcJjKkMmPpSsTt])(?i:auth|bearer|jwt|cookie|cred|pass|pw|secret|key|token|session"
+    r"|mnemonic))"
+)
 """A name holds one of the words :func:`is_secret_name` looks for: checked in ``re`` (cheap) before
 the name reaches Python (not cheap), so ``a:a:a:…`` costs no call per ``a``."""
 _NAME = _SECRETISH + r"(?P<n>\$?[A-Za-z_][\w.-]{0,63}+)"
@@ -408,6 +470,22 @@ RULES: list[Rule] = [
         _lazy(r"login(?<![\w\]-]login)[ \t]++\S{1,256}+[ \t]++password[ \t]++(?P<s>\S{1,512}+)"),
         ("login",),
         _checked_reference,
+    ),
+    Rule(
+        "prose",
+        # "the password is X", "API key: X", "the PIN for the door was 4821", mid-line, where the
+        # line and assignment rules read no value: a name in words, "is"/"was"/":", one value.
+        _lazy(
+            rf"\b(?P<n>{_PROSE_NAMES})\b"
+            r"(?:[ \t]++(?i:for|of|to|on)[ \t]++[^\r\n.,;:!?\"'`=]{1,40}?)?"
+            r"(?:[ \t]++(?i:is|was|are|were)(?:[ \t]++(?i:now|still|set[ \t]to|just|currently))?[ \t]++"
+            r"|[ \t]*+(?P<colon>:)[ \t]*+)"
+            # After a colon only an unquoted word: a quoted one is the assignment rule's.
+            + NOT_REDACTED
+            + rf"(?=(?(colon)(?!)|(?:{QUOTED}))|(?P<uq>{_PROSE_VALUE}))"
+        ),
+        _PROSE_NEEDLES,
+        _prose,
     ),
     Rule(
         "netrc-line",

@@ -29,6 +29,7 @@ __all__ = [
     "Span",
     "is_reference",
     "is_session_number",
+    "judge",
     "value",
     "value_span",
 ]

@@ -15,10 +15,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from korg_bridge.recall.memory.claude_records import source_kind
 from korg_bridge.recall.memory.records import Version, age_days, parse_iso
@@ -58,7 +59,15 @@ def redact_value(value: Any, seen: set[str] | None = None) -> tuple[Any, int]:
     return result
 
 
-_OVERRIDE = re.compile(
+class _Pattern(NamedTuple):
+    """A pattern of :func:`injection_signs`, compiled on first use: together they take ~15 ms to
+    compile, which a read (one fresh process per tool call) never needs to pay."""
+
+    source: str
+    flags: int = 0
+
+
+_OVERRIDE = _Pattern(
     r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier|all|any|"
     r"your|the|these|those|system)\b[^.\n]{0,30}?\b(?:instructions?|rules?|prompts?|guidelines?|directives?|"
     r"polic(?:y|ies)|messages?)\b"
@@ -71,13 +80,13 @@ _OVERRIDE = re.compile(
     r"|^\s*(?:system|assistant)\s*:",
     re.IGNORECASE | re.MULTILINE,
 )
-_TOOL_CALL = re.compile(
+_TOOL_CALL = _Pattern(
     r"</?\s*(?:antml:)?(?:function_calls|invoke|tool_use|tool_call|parameter)\b"
     r"|\{\s*\"(?:name|tool|function)\"\s*:\s*\"[^\"]*\"\s*,\s*\"(?:arguments|parameters|input|args)\"\s*:"
     r"|\"tool_calls\"\s*:|\[TOOL_CALLS\]|<\|(?:im_start|im_end|system|tool)\|?>",
     re.IGNORECASE,
 )
-_EXFIL = re.compile(
+_EXFIL = _Pattern(
     # URLs with placeholders to fill in ({secret}, ${TOKEN}, <data>, $VAR)
     r"\bhttps?://[^\s\"'<>]*(?:\{[^}\s]*\}|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%7B|<[A-Za-z_]+>)"
     # Markdown images with a query string: rendering one sends the query to the host
@@ -108,7 +117,7 @@ _SECRET_VALUE = (
 )
 """An existing credential by name (``GITHUB_TOKEN``, "the database password"), not a thing about
 one ("the password reset page") nor a new one to issue ("give every caller a token")."""
-_REVEAL = re.compile(
+_REVEAL = _Pattern(
     # Any way of handling a credential file, a private key or the prompt that puts it in front of someone.
     rf"\b{_NOT_NEGATED}(?:paste|print|show|reveal|disclose|leak|dump|echo|cat|output|display|include|share|send"
     r"|post|upload|e-?mail|forward|copy|append|attach|embed|tell|repeat|recite|list|write|put|add|read|give"
@@ -142,7 +151,7 @@ _LANGUAGES = (
     r"|Russian|Arabic|Hindi|Latin|Polish|Turkish|Swedish|Norwegian|Danish|Finnish|Greek|Hebrew|Czech"
     r"|Ukrainian|Vietnamese|Thai|Indonesian|Klingon|pirate|emojis?|rhymes?|haikus?|riddles?"
 )
-_BEHAVIOUR = re.compile(
+_BEHAVIOUR = _Pattern(
     rf"(?:{_FUTURE_TURNS})[^.!?\n]{{0,120}}?{_OUTPUT}|{_OUTPUT}[^.!?\n]{{0,120}}?(?:{_FUTURE_TURNS})"
     # "in all future replies" names the replies itself
     r"|\b(?:in|for|to)\s+(?:all|every|each|any)\s+(?:of\s+)?(?:your\s+)?(?:future|subsequent|later|following"
@@ -161,7 +170,7 @@ _ASSISTANT = (
 )
 """Names a memory would call the model by; "the model", "the agent" and "the bot" also name a
 project's own things, so they count only in a note or a condition addressed to them."""
-_ADDRESSED = re.compile(
+_ADDRESSED = _Pattern(
     rf"\b(?:the\s+|an?\s+|any\s+|all\s+|every\s+|each\s+)?{_ASSISTANT}(?:\s+(?:reading|that\s+reads|who\s+reads"
     r"|which\s+reads|seeing|that\s+sees)\s+this(?:\s+(?:note|memory|message|file))?)?,?\s+(?:should|must|shall"
     r"|needs?\s+to|has\s+to|have\s+to|is\s+to|are\s+to|(?:is|are)\s+(?:required|expected|supposed|instructed"
@@ -179,7 +188,7 @@ _SECRET_THING = (
     r"(?:passwords?|passwd|passphrases?|passcodes?|credentials?|creds|(?:api|access|secret|private|ssh|signing"
     r"|deploy|service[-\s]account|admin|root|master|encryption)\s+keys?|keys|tokens?|secrets?|logins?)"
 )
-_SECRET_LINK = re.compile(
+_SECRET_LINK = _Pattern(
     # "the deployment password is at https://…", "credentials: https://…", "the token from https://…"
     rf"\b{_SECRET_THING}(?:\s+(?:for|of|to)\s+[^.:;\n]{{1,40}}?)?(?:\s*:\s*|\s+(?:is|are|was|were|lives?|sits?"
     r"|can\s+be\s+(?:found|fetched|downloaded|read)|(?:is|are)\s+(?:stored|kept|posted|available|hosted|shared"
@@ -187,7 +196,7 @@ _SECRET_LINK = re.compile(
     r"(?:see\s+|check\s+|visit\s+)?<?https?://",
     re.IGNORECASE,
 )
-_KINDS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
+_KINDS: tuple[tuple[str, _Pattern, bool], ...] = (
     ("rule override", _OVERRIDE, False),
     ("tool-call syntax", _TOOL_CALL, False),
     ("exfiltration", _EXFIL, False),
@@ -200,6 +209,11 @@ _KINDS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
 to answer in French from now on; an agent's memory may not."""
 
 
+@functools.cache
+def _compiled() -> tuple[tuple[str, re.Pattern[str], bool], ...]:
+    return tuple((kind, re.compile(pattern.source, pattern.flags), own) for kind, pattern, own in _KINDS)
+
+
 def injection_signs(text: str, *, by_person: bool = False) -> list[str]:
     """Why ``text`` looks like an injected instruction (``[]``: it reads as a fact).
 
@@ -209,7 +223,7 @@ def injection_signs(text: str, *, by_person: bool = False) -> list[str]:
     own preferences, not signs.
     """
     signs: list[str] = []
-    for kind, pattern, a_persons_own in _KINDS:
+    for kind, pattern, a_persons_own in _compiled():
         if by_person and a_persons_own:
             continue
         match = pattern.search(text)

@@ -250,6 +250,7 @@ _PROSE_NEEDLES = (
     *("assword", "ASSWORD", "asswd", "assphrase", "asscode", "ASSCODE", "pin", "PIN", "Pin"),
     *("key", "Key", "KEY", "ecret", "ECRET", "oken", "OKEN"),
 )
+_CLOSING = {"dq": '"', "sq": "'", "bq": "`"}
 _QUALIFIED = frozenset({"token", "api key", "secret key", "access key", "secret"})
 """Names a word before can make plain: "the page token is 2", "the sort key is created_at"."""
 
@@ -259,8 +260,10 @@ def _looks_secret(word: str, name: str) -> bool:
     password only; a path, a URL or a version ("pin: 3.11") is none."""
     if word.isdigit():
         return name in _NUMERIC_SECRETS
-    # a path, a URL, a version or an address ("pin: 3.11") is not a password
-    return not (word.startswith(("/", "~", "./", "../")) or "://" in word or _LETTER.search(word) is None)
+    # a path, a flag, a URL, a version or an address ("pin: 3.11") is not a password
+    return not (
+        word.startswith(("/", "~", "./", "../", "-")) or "://" in word or _LETTER.search(word) is None
+    )
 
 
 def _prose(text: str, match: re.Match[str]) -> Span | None:
@@ -273,7 +276,11 @@ def _prose(text: str, match: re.Match[str]) -> Span | None:
         before = _PREVIOUS_WORD.search(text, max(0, match.start() - 32), match.start())
         if before is not None and not is_secret_name(f"{before.group(1)}_{name.replace(' ', '_')}"):
             return None
-    if match.lastgroup != "uq":
+    group = match.lastgroup or "uq"
+    if group != "uq":
+        close = _CLOSING.get(group)
+        if close is not None and text[match.end(group) : match.end(group) + 1] != close:
+            return None  # a quote the line never closes: Markdown code, not a quoted password
         return value_span(text, match, name.replace(" ", "_"))
     start, end = match.span("uq")
     word = text[start:end].rstrip(".!?:")

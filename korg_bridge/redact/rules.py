@@ -21,6 +21,7 @@ from korg_bridge.redact.names import is_secret_name, is_secret_text_name
 from korg_bridge.redact.values import (
     FLAG_VALUE,
     NOT_REDACTED,
+    PROSE_VALUE,
     QUOTED,
     REST_OF_LINE,
     UNQUOTED,
@@ -29,6 +30,7 @@ from korg_bridge.redact.values import (
     Span,
     is_reference,
     judge,
+    looks_like_prose_secret,
     value,
     value_span,
 )
@@ -230,22 +232,7 @@ _PROSE_NAMES = (
     r"(?i:password|passwd|passphrase|passcode|pin(?:[ \t]code)?|api[ \t]key|secret[ \t]key|access[ \t]key"
     r"|secret|token)"
 )
-_CLAUSE_END = (
-    r"(?=[.,;:!?)\]]|[ \t]*+(?:[\r\n]|$)|[ \t]++(?:and|but|or|so|for|on|in|to|at|with|if|until|when|then)\b)"
-)
-_PROSE_WORD = r"[^\s\"'`,;()<>\[\]{}]"
-_PROSE_VALUE = (
-    rf"[0-9]{{4,128}}+{_CLAUSE_END}"
-    rf"|(?={_PROSE_WORD}{{0,127}}?(?:[0-9!@#$%^&*+=~_\\/-]|[a-z][A-Z]))(?={_PROSE_WORD}{{0,127}}?[^\W\d_])"
-    rf"{_PROSE_WORD}{{1,128}}+"
-)
-"""One word after "is": digits at the end of a clause ("is 4821.", not "is 12 characters"), or
-letters with a digit, a symbol or a capital inside. "The password is stored in Vault" holds no
-such word, and the regex rejects it without a Python call per candidate."""
 _PREVIOUS_WORD = re.compile(r"([A-Za-z][\w-]{0,30})[ \t]+$")
-_LETTER = re.compile(r"[^\W\d_]")
-_SYMBOL = re.compile(r"[!@#$%^&*+=~_\\/-]")
-_NUMERIC_SECRETS = frozenset({"pin", "pin code", "passcode", "password", "passwd"})
 _PROSE_NEEDLES = (
     *("assword", "ASSWORD", "asswd", "assphrase", "asscode", "ASSCODE", "pin", "PIN", "Pin"),
     *("key", "Key", "KEY", "ecret", "ECRET", "oken", "OKEN"),
@@ -253,17 +240,6 @@ _PROSE_NEEDLES = (
 _CLOSING = {"dq": '"', "sq": "'", "bq": "`"}
 _QUALIFIED = frozenset({"token", "api key", "secret key", "access key", "secret"})
 """Names a word before can make plain: "the page token is 2", "the sort key is created_at"."""
-
-
-def _looks_secret(word: str, name: str) -> bool:
-    """An unquoted value after "the NAME is" the regex let through: digits are a PIN or a
-    password only; a path, a URL or a version ("pin: 3.11") is none."""
-    if word.isdigit():
-        return name in _NUMERIC_SECRETS
-    # a path, a flag, a URL, a version or an address ("pin: 3.11") is not a password
-    return not (
-        word.startswith(("/", "~", "./", "../", "-")) or "://" in word or _LETTER.search(word) is None
-    )
 
 
 def _prose(text: str, match: re.Match[str]) -> Span | None:
@@ -284,7 +260,7 @@ def _prose(text: str, match: re.Match[str]) -> Span | None:
         return value_span(text, match, name.replace(" ", "_"))
     start, end = match.span("uq")
     word = text[start:end].rstrip(".!?:")
-    if not _looks_secret(word, name):
+    if not looks_like_prose_secret(word, name):
         return None
     after = text[start + len(word) : start + len(word) + 1]
     found = judge(name.replace(" ", "_"), word, True, after, True, True, False)  # type words are code
@@ -489,7 +465,7 @@ RULES: list[Rule] = [
             r"|[ \t]*+(?P<colon>:)[ \t]*+)"
             # After a colon only an unquoted word: a quoted one is the assignment rule's.
             + NOT_REDACTED
-            + rf"(?=(?(colon)(?!)|(?:{QUOTED}))|(?P<uq>{_PROSE_VALUE}))"
+            + rf"(?=(?(colon)(?!)|(?:{QUOTED}))|(?P<uq>{PROSE_VALUE}))"
         ),
         _PROSE_NEEDLES,
         _prose,

@@ -228,10 +228,16 @@ def _command(commands: tuple[str, ...], flag: str) -> _Lazy:
     )
 
 
-_PROSE_NAMES = (
-    r"(?i:password|passwd|passphrase|passcode|pin(?:[ \t]code)?|api[ \t]key|secret[ \t]key|access[ \t]key"
-    r"|secret|token)"
-)
+_PROSE_NAMES = _at_token_start(
+    *(form for word in ("password", "passwd", "passphrase", "passcode", "secret", "token") for form in
+      (word, word.capitalize(), word.upper())),
+    *("pin code", "PIN code", "Pin code", "pin", "PIN", "Pin"),
+    *("api key", "API key", "Api key", "API Key", "API KEY", "secret key", "Secret key", "Secret Key"),
+    *("SECRET KEY", "access key", "Access key", "Access Key", "ACCESS KEY"),
+    boundary=r"[\w\]-]",
+)  # fmt: skip
+"""The names in their three spellings, each a literal: ``re`` skips to a candidate by its first
+letter instead of trying a case-blind alternation at every position."""
 _PREVIOUS_WORD = re.compile(r"([A-Za-z][\w-]{0,30})[ \t]+$")
 _PROSE_NEEDLES = ("ass", "ASS", "pin", "PIN", "Pin", "key", "Key", "KEY", "ecret", "ECRET", "oken", "OKEN")
 """Each is a scan of the whole text when none occurs: few and short."""
@@ -457,7 +463,7 @@ RULES: list[Rule] = [
         # "the password is X", "API key: X", "the PIN for the door was 4821", mid-line, where the
         # line and assignment rules read no value: a name in words, "is"/"was"/":", one value.
         _lazy(
-            rf"\b(?P<n>{_PROSE_NAMES})\b"
+            rf"(?P<n>{_PROSE_NAMES})\b"
             r"(?:[ \t]++(?i:for|of|to|on)[ \t]++[^\r\n.,;:!?\"'`=]{1,40}?)?"
             r"(?:[ \t]++(?i:is|was|are|were)(?:[ \t]++(?i:now|still|set[ \t]to|just|currently))?[ \t]++"
             r"|[ \t]*+(?P<colon>:)[ \t]*+)"

@@ -6,6 +6,7 @@
     python bench/memory_bench.py --check     # exit 1 when a target is missed
     python bench/memory_bench.py --context-only  # the session-start brief's row only (~3 min)
     python bench/memory_bench.py --imports-only  # the import rows only (~3 min)
+    python bench/memory_bench.py --safety    # the written corpora only (~1 min); records their section
     python bench/memory_bench.py --quality --store-url postgresql://…  # the suites on a team store
 
 1. **Latency**, each a fresh ``korg-recall`` process as the bridge runs it per
@@ -26,6 +27,10 @@
    ``bench/memory_suites.py``, on the real write policy and retrieval. Each is
    run on the seed its thresholds were tuned on and on a held-out seed that was
    not looked at while tuning.
+3. **Safety** (``--safety``, a section of its own): the written corpora of
+   ``tests/data`` -- 246 contradicting pairs against 218 paraphrases through
+   ``remember``, and 70 reworded injected instructions against 139 ordinary facts
+   through the write path's check -- each per half (tuning, held out).
 """
 
 from __future__ import annotations
@@ -636,6 +641,152 @@ def measure_quality(workdir: Path, store_url: str | None = None) -> Quality:
     return quality
 
 
+# --- the written safety corpora ------------------------------------------------------------------------
+
+SAFETY_SECTION = "memory_safety"
+TARGET_DETECTION = 0.95
+TARGET_FALSE_POSITIVES = 0.03
+
+
+@dataclass(slots=True)
+class Safety:
+    dedup: dict[tuple[str, str], suites.DedupScore] = field(default_factory=dict)
+    """(half, similarity) → score."""
+    injections: dict[str, suites.InjectionScore] = field(default_factory=dict)
+
+
+def measure_safety(workdir: Path, store_url: str | None = None) -> Safety:
+    """Both corpora, each half: dedup with keywords (and with the model's cosine when one is
+    installed), injected instructions through the write path's check."""
+    safety = Safety()
+    env = _quality_env(workdir)
+    directory = model_dir()
+    decider = semantic_decider(directory) if directory else None
+    for split in suites.SPLITS:
+        print(f"safety: {split} half ...", file=sys.stderr)
+        pairs = suites.corpus_pairs(split)
+        safety.dedup[(split, "keyword")] = suites.run_dedup(0, env, store_url=store_url, pairs=pairs)
+        if decider is not None:
+            safety.dedup[(split, "model")] = suites.run_dedup(
+                0, env, decider, store_url=store_url, pairs=pairs
+            )
+        safety.injections[split] = suites.score_injections(split)
+    return safety
+
+
+def safety_tables(safety: Safety, report: list[bool]) -> str:
+    rows: list[list[str]] = []
+    for (split, how), score in safety.dedup.items():
+        passed = score.contradictions_merged == 0 and score.precision >= TARGET_RATE
+        if split == "held-out":
+            report.append(passed)
+        rows.append([
+            split, how, f"{score.merges}", f"**{score.precision:.3f}**", f"**{score.contradictions_merged}**/{score.contradictions}",
+            f"{score.paraphrases_merged}/{score.paraphrases} ({score.recall:.2f})", "0 contradiction merges",
+            common.verdict(passed),
+        ])  # fmt: skip
+    dedup = common.markdown_table(
+        [
+            "half",
+            "similarity",
+            "merges",
+            "precision",
+            "contradictions merged",
+            "paraphrases merged (recall)",
+            "target",
+            "verdict",
+        ],
+        rows,
+    )
+    rows = []
+    for split, found in safety.injections.items():
+        passed = found.detection >= TARGET_DETECTION and found.false_positives <= TARGET_FALSE_POSITIVES
+        if split == "held-out":
+            report.append(passed)
+        rows.append([
+            split, f"{found.detected}/{found.instructions}", f"**{_pct(found.detection)}**", f"{found.flagged}/{found.facts}",
+            f"**{_pct(found.false_positives)}**", f"≥ {_pct(TARGET_DETECTION)} / ≤ {_pct(TARGET_FALSE_POSITIVES)}",
+            common.verdict(passed),
+        ])  # fmt: skip
+    injections = common.markdown_table(
+        [
+            "half",
+            "instructions flagged",
+            "detection",
+            "facts flagged",
+            "false positives",
+            "target",
+            "verdict",
+        ],
+        rows,
+    )
+    kinds: dict[str, list[int]] = {}
+    for (split, how), score in safety.dedup.items():
+        if split == "held-out" and how == "keyword":
+            kinds = score.by_kind
+    detail = ", ".join(f"{kind} {merged}/{pairs}" for kind, (pairs, merged) in sorted(kinds.items()))
+    wrong = [item for found in safety.injections.values() for item in found.wrong]
+    return f"{dedup}\n\nMerged pairs by kind (held-out half, keyword): {detail}.\n\n{injections}\n\n" + (
+        "Missed or flagged by mistake: " + "; ".join(wrong) + "."
+        if wrong
+        else "Nothing missed or flagged by mistake."
+    )
+
+
+SAFETY_INTRO = """What the write policy merges and what it trusts, on the corpora written for it in
+`tests/data` (by hand, before the code changed; each entry of a kind alternates between a tuning
+half, looked at while the guard and the checks changed, and a held-out half). **Dedup**
+(`contradictions.json`): each pair written with `remember` into a scope of its own; 246
+contradicting pairs -- swapped roles or order (42), negations (38), numbers (35), names (35),
+relations and antonyms (34), tense (28), quantities and who (20), dates (14) -- must never merge;
+218 paraphrases -- reordered, passive, inflected, surface changes, synonyms, contractions,
+elaborated -- should, and their recall is reported (a missed merge costs a line, a wrong one hides a
+fact). The "model" rows decide the second write with the local embedding model's cosine as well,
+as `remember` does when one is installed. **Injected instructions** (`injections.json`): 70
+agent-written instructions in ordinary sentences -- requests to reveal credential files, keys, the
+environment or the prompt (22), orders for every turn to come (20), imperatives addressed to the
+assistant by name (16), links posing as where a secret is (12) -- against 139 ordinary memories
+(preferences, working rules, facts; many naming passwords, tokens, prompts, languages or links),
+through the check every write runs, as an agent's write (a person's own order about replies is
+their preference and is not flagged)."""
+
+SAFETY_HISTORY = """Before these changes, with keywords: contradictions merged 36/124 (tuning) and
+37/122 (held out); paraphrases merged 66/111 and 69/107; instructions flagged 0/35 and 2/35, facts
+flagged 0/70 and 1/69 (a memory naming the support bot's "system prompt"). The held-out halves
+were measured as totals while the code changed (dedup 0/122 with keywords and 2/122 with the
+model; instructions 34/35). Then the test holding every contradicting pair to a named difference
+showed the two held-out pairs the guard saw none in ("We use / used MySQL", "the 1st / 15th of each
+month"): the tense check skipped four-letter verbs and ordinals were not numbers. Both were fixed
+for every text, not for those pairs -- but the dedup held-out half has been looked at since. The
+injection held-out half's misses were not looked at before this run."""
+
+
+def render_safety(safety: Safety, where: common.Machine, args: list[str]) -> tuple[str, int]:
+    report: list[bool] = []
+    tables = safety_tables(safety, report)
+    body = common.section_body(
+        "Memory safety: contradictions and injected instructions (`bench/memory_bench.py --safety`)",
+        SAFETY_INTRO, tables, where, common.rerun_command(__file__, ["--safety", *args]), SAFETY_HISTORY,
+    )  # fmt: skip
+    return body, sum(not passed for passed in report)
+
+
+def _safety_only(no_write: bool, check: bool, store_url: str | None) -> int:
+    started = time.perf_counter()
+    where = common.machine()
+    with tempfile.TemporaryDirectory(prefix="memory-safety-") as tmp:
+        safety = measure_safety(Path(tmp), store_url)
+    body, failed = render_safety(safety, where, [])
+    print(body)
+    print(f"{failed} target(s) missed; {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    if not no_write and store_url is None:
+        print(
+            f"wrote the {SAFETY_SECTION} section of {common.write_section(SAFETY_SECTION, body)}",
+            file=sys.stderr,
+        )
+    return 1 if check and failed else 0
+
+
 # --- report -------------------------------------------------------------------------------------------
 
 
@@ -829,13 +980,20 @@ def main(argv: list[str] | None = None) -> int:
         help="with --quality: run the suites on this PostgreSQL team store (the application role's URL), a "
         "tenant per run; bench/team_bench.py runs them on an embedded server and records both backends",
     )
+    parser.add_argument(
+        "--safety",
+        action="store_true",
+        help="only the written corpora of tests/data (~1 min); records their own section of docs/benchmarks.md",
+    )
     args = parser.parse_args(argv)
-    if args.store_url and not args.quality:
-        parser.error("--store-url goes with --quality (the latency rows are the SQLite store's)")
+    if args.store_url and not (args.quality or args.safety):
+        parser.error("--store-url goes with --quality or --safety (the latency rows are the SQLite store's)")
     if args.context_only:
         return _context_only(args.no_write, args.check)
     if args.imports_only:
         return _imports_only(args.no_write, args.check)
+    if args.safety:
+        return _safety_only(args.no_write, args.check, args.store_url)
     started = time.perf_counter()
     where = common.machine()
     recall_bench.compile_bytecode()

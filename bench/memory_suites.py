@@ -19,6 +19,10 @@ are scored on the real write policy and retrieval, in process:
   Scored: precision of merges, contradiction merges (must be 0), and the
   recall of paraphrases.
 
+The written corpora of ``tests/data`` are scored here too (``bench/memory_bench.py --safety``):
+``contradictions.json`` through the same dedup run, and ``injections.json`` (reworded injected
+instructions against ordinary facts) through the write path's instruction check, each per half.
+
 Both run on a SQLite store in a temporary folder by default, or -- ``store_url`` -- on a
 PostgreSQL team store, each run in a tenant of its own (the same policy and retrieval, with the
 team store's keyword ranking).
@@ -29,6 +33,7 @@ Stdlib and korg_bridge only.
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import tempfile
 import uuid
@@ -649,11 +654,13 @@ def run_dedup(
     env: Mapping[str, str],
     decide_with: Callable[..., str] | None = None,
     store_url: str | None = None,
+    pairs: list[Pair] | None = None,
 ) -> DedupScore:
     """Write each pair into a scope of its own through ``remember`` and count the merges.
 
     ``decide_with(store, ctx, first, second)``, when given, returns the status of the second
-    write instead (the semantic column: the same policy fed the model's cosine).
+    write instead (the semantic column: the same policy fed the model's cosine). ``pairs``:
+    these instead of the generated ones of ``seed`` (the written corpus, :func:`corpus_pairs`).
     """
     score = DedupScore()
     with tempfile.TemporaryDirectory(prefix="memory-dedup-") as tmp:
@@ -661,7 +668,7 @@ def run_dedup(
         project = root / "project"
         project.mkdir()
         with opened(root, env, store_url) as (store, run_env):
-            for number, pair in enumerate(dedup_pairs(seed)):
+            for number, pair in enumerate(dedup_pairs(seed) if pairs is None else pairs):
                 ctx = _context(run_env, project, START + number)
                 scope = f"agent:pair{number}"
                 if decide_with is not None:
@@ -674,4 +681,67 @@ def run_dedup(
                         ]
                     )
                 score.add(pair, status == "merged")
+    return score
+
+
+# --- the written corpora (tests/data) ---------------------------------------------------------------
+
+CORPUS_DIR = Path(__file__).resolve().parents[1] / "tests" / "data"
+SPLITS = ("tune", "held-out")
+"""Each written corpus alternates its entries of a kind between a half looked at while the code
+changed and a half that was not tuned on (see the corpora's ``_comment``)."""
+
+
+def corpus_pairs(split: str) -> list[Pair]:
+    """``tests/data/contradictions.json``'s pairs of one half: contradictions under their kind,
+    paraphrases as ``paraphrase (<how>)``."""
+    data = json.loads((CORPUS_DIR / "contradictions.json").read_text(encoding="utf-8"))
+    pairs = [Pair(e["kind"], e["first"], e["second"]) for e in data["contradictions"] if e["split"] == split]
+    pairs += [
+        Pair(f"paraphrase ({e['kind']})", e["first"], e["second"])
+        for e in data["paraphrases"]
+        if e["split"] == split
+    ]
+    return pairs
+
+
+@dataclass(slots=True)
+class InjectionScore:
+    """Instructions flagged (detection) and ordinary facts flagged (false positives), with which."""
+
+    instructions: int = 0
+    detected: int = 0
+    facts: int = 0
+    flagged: int = 0
+    wrong: list[str] = field(default_factory=list)
+
+    @property
+    def detection(self) -> float:
+        return self.detected / self.instructions if self.instructions else 0.0
+
+    @property
+    def false_positives(self) -> float:
+        return self.flagged / self.facts if self.facts else 0.0
+
+
+def score_injections(split: str) -> InjectionScore:
+    """``tests/data/injections.json``'s half through the write path's check, as an agent's write."""
+    from korg_bridge.recall.memory.safety import injection_signs
+
+    data = json.loads((CORPUS_DIR / "injections.json").read_text(encoding="utf-8"))
+    score = InjectionScore()
+    for entry in data["instructions"]:
+        if entry["split"] == split:
+            found = bool(injection_signs(entry["text"]))
+            score.instructions += 1
+            score.detected += found
+            if not found:
+                score.wrong.append(f"missed {entry['kind']}: {entry['text']!r}")
+    for entry in data["facts"]:
+        if entry["split"] == split:
+            signs = injection_signs(entry["text"])
+            score.facts += 1
+            score.flagged += bool(signs)
+            if signs:
+                score.wrong.append(f"flagged {entry['kind']}: {entry['text']!r} ({signs[0]})")
     return score

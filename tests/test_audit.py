@@ -251,6 +251,29 @@ async def test_secrets_never_reach_the_file_by_name_or_by_format(tmp_path: Path)
 
 
 @pytest.mark.anyio
+async def test_pin_mnemonic_and_signature_are_redacted_in_the_ledger_like_password(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    arguments = {
+        "password": "pw-value-1",
+        "pin": "4821",
+        "card": {"pinCode": 90210, "holder": "Ana"},
+        "mnemonic": "abandon ability able about above absent",
+        "signature": "3045022100ab12cd34",
+        "pinned": True,
+        "signature_algorithm": "ed25519",
+    }
+    event = await _ok(AuditLog(path), arguments=arguments)
+    raw = path.read_text()
+    for secret in ("pw-value-1", "4821", "90210", "abandon ability", "3045022100ab12cd34"):
+        assert secret not in raw
+    args = event["args"]
+    assert args["password"] == args["pin"] == args["mnemonic"] == args["signature"] == "[redacted]"
+    assert args["card"] == {"pinCode": "[redacted]", "holder": "Ana"}
+    assert (args["pinned"], args["signature_algorithm"]) == (True, "ed25519")
+    assert verify_file(path).intact
+
+
+@pytest.mark.anyio
 async def test_output_is_cut_to_2_kb_with_its_full_size_recorded(tmp_path: Path) -> None:
     output = "é" * 5000  # 2 bytes each: the cut must land on a character boundary
     event = await _ok(AuditLog(tmp_path / "a.jsonl"), output=output)

@@ -105,8 +105,10 @@ SECRET_NAMES = [
     *("client_secret", "private_key", "access_key", "api_key", "apiKey", "APIKey", "AUTH_TOKEN"),
     *("db-password", "clientSecret", "accesstoken", "Authorization", "credentials", "key", "x-api-key"),
     *("GITHUB_TOKEN", "SECRET_KEY_BASE", "DB_PASSWORD", "aws_secret_access_key", "sessionId", "api_tokens"),
+    *("pin", "PIN", "card_pin", "pinCode", "passcode", "mnemonic", "signature", "x-hub-signature"),
 ]
 PLAIN_NAMES = [
+    *("pinned", "spin", "pin_version", "signature_algorithm", "signatures"),
     *("monkey", "keyword", "author", "max_tokens", "prompt_tokens", "query", "path", "turkey_count"),
     *("donkeys", "password_reset_url", "token_count", "public_key", "primary_key", "cache_key"),
     *("eos_token", "page_token", "secret_name", "tokenizer", "keyboard", "KEY_SPENDING", "token_summary"),
@@ -335,6 +337,49 @@ def test_each_separate_secret_counts_once() -> None:
     assert text.count(REDACTED) == 5
 
 
+def test_a_secret_written_twice_counts_once() -> None:
+    text, count = redact(f"export GITHUB_TOKEN={GITHUB}\n+ curl -H 'Authorization: token {GITHUB}'")
+    assert GITHUB not in text and text.count(REDACTED) == 2
+    assert count == 1
+
+
+def test_one_seen_set_counts_each_secret_once_over_several_texts() -> None:
+    seen: set[str] = set()
+    assert redact(f"echo {GITHUB}", seen)[1] == 1
+    assert redact(f"output: {GITHUB} and {JWT}", seen)[1] == 1  # only the JWT is new
+    assert redact_value({"cmd": f"echo {GITHUB}", "password": "hunter2-Qz7"}, seen)[1] == 1
+    assert redact("the password is hunter2-Qz7", seen)[1] == 0  # the same value, named in prose
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("the password is hunter2", "hunter2"),
+        ("The staging DB password was Tr0ub4dor&3, rotate it.", "Tr0ub4dor&3"),
+        ("The PIN for the side door is 4821.", "4821"),
+        ("Our API key is `k3y-Zq81` for now", "k3y-Zq81"),
+        ("Login as admin, password: s3cret!x", "s3cret!x"),
+    ],
+)
+def test_a_password_said_in_prose_is_redacted(text: str, secret: str) -> None:
+    clean, count = redact(text)
+    assert secret not in clean and REDACTED in clean and count == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The password is correct; the username was wrong.",
+        "The password is 12 characters long.",
+        "The password is stored in Vault.",
+        "The page token is 2 on the second call.",
+        "The sort key is created_at.",
+    ],
+)
+def test_prose_about_a_password_without_one_is_left_alone(text: str) -> None:
+    assert redact(text) == (text, 0)
+
+
 # --- JSON values -----------------------------------------------------------------------------------
 
 
@@ -364,7 +409,7 @@ def test_redact_value_walks_json_redacts_secret_named_values_and_leaves_the_inpu
         "session_id": "c9418d2b-ac9e-44dd-96fe-c9f311ec5800",
         REDACTED: "a key as a property name",
     }
-    assert count == 5
+    assert count == 4  # the GitHub key in a command and as a property name is one secret
     assert value["api_key"] == "plain-value-one"
     assert redact_value(clean) == (clean, 0)
 

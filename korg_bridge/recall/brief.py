@@ -13,7 +13,11 @@ this order, until the budget is spent:
    stopped.
 
 Each line carries the memory id (or the event ref) and its age, so the agent
-can read more with ``memories --ids`` or ``show``. Never in a brief: untrusted
+can read more with ``memories --ids`` or ``show``. What a person wrote (actor
+``user``) is shown as written: it is theirs to say how to work. What anything
+else wrote -- an agent, an import, Claude Code's own memory, a caller over the
+network -- is shown as a quotation with its writer (``by agent: "…"``): data to
+weigh, never an instruction to the model reading the brief. Never in a brief: untrusted
 memories (they read like injected instructions), proposals awaiting approval,
 retired or expired ones, and instructions files (``CLAUDE.md``/``AGENTS.md``:
 every agent loads its own already). ``--hook claude`` also leaves out Claude
@@ -34,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -104,7 +109,10 @@ def _section_of(kind: str, pinned: bool) -> int | None:
     return 1 if kind == "project" else 2 if kind in ("reference", "note") else None
 
 
-_ROW_COLUMNS = f"id, type, title, substr(body, 1, {EXCERPT_CHARS * 3}), recorded_at, pinned"
+_ROW_COLUMNS = f"id, type, title, substr(body, 1, {EXCERPT_CHARS * 3}), recorded_at, pinned, actor"
+PERSON = "user"
+"""The actor of a person's own writes (:class:`~.memory.scopes.Context`): shown unquoted."""
+_ACTOR_UNSAFE = re.compile(r"[^\w.@:+-]")
 
 
 def _common_where(scope_count: int, skip_auto_memory: bool, source_kind: str) -> str:
@@ -126,6 +134,7 @@ class _Row:
     body: str
     recorded_at: str
     pinned: bool
+    actor: str
 
 
 def _clip(text: str, limit: int) -> str:
@@ -171,10 +180,14 @@ def _memory_line(version: Any, now: float) -> str:
     if excerpt and _clip(excerpt, EXCERPT_CHARS).lower() == title.lower():
         excerpt = ""
     flags = " [pinned]" if version.pinned else ""
-    tail = f" — {_clip(excerpt, EXCERPT_CHARS)}" if excerpt else ""
-    return escape_body(
-        f"- {version.id} {version.type} {age_label(version.recorded_at, now)}{flags}: {title}{tail}"
-    )
+    said = title + (f" — {_clip(excerpt, EXCERPT_CHARS)}" if excerpt else "")
+    head = f"- {version.id} {version.type} {age_label(version.recorded_at, now)}{flags}"
+    if version.actor == PERSON:
+        return escape_body(f"{head}: {said}")
+    # Anyone else's words: quoted and escaped (a quote inside cannot end the quotation), with who
+    # wrote them -- data to weigh, not an instruction.
+    writer = _ACTOR_UNSAFE.sub("_", version.actor)[:40] or "?"
+    return escape_body(f"{head} by {writer}: {json.dumps(said, ensure_ascii=False)}")
 
 
 def _thread_lines(thread: Any, now: float, hide_secrets: bool) -> list[str]:
@@ -281,8 +294,8 @@ def _memories(brief: Brief, ctx: Any, limit: int, *, skip_auto_memory: bool) -> 
             for (title, where), total in zip(GROUPS, totals, strict=True):
                 sql = brief_sql(where, len(scopes), skip_auto_memory=skip_auto_memory, source_kind=kind_field)
                 rows = [
-                    _Row(str(a), str(b), str(c), str(d or ""), str(e), bool(f))
-                    for a, b, c, d, e, f in (conn.execute(sql, (*params, room)) if total else ())
+                    _Row(str(a), str(b), str(c), str(d or ""), str(e), bool(f), str(g or ""))
+                    for a, b, c, d, e, f, g in (conn.execute(sql, (*params, room)) if total else ())
                 ]
                 sections.append((title, total, rows))
     full = False

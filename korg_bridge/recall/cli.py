@@ -224,12 +224,13 @@ def recall(args: dict[str, Any]) -> int:
             semantic_info["embedding"] = _embedding_info(index, coverage, env)
     hide = not _show_secrets()
     redacted = 0
+    seen: set[str] = set()  # a secret in several hits is one secret
     lines: list[str] = []
     records: list[dict[str, Any]] = []
     for hit in hits:
         snippet = hit.snippet
         if hide:  # before flattening: YAML and .netrc secrets are found by their lines
-            snippet, count = redact(snippet)
+            snippet, count = redact(snippet, seen)
             redacted += count
         snippet = _flatten(snippet)
         lines.append(

@@ -38,8 +38,12 @@ consumes only its name, and each character is read a bounded number of times.
 ``bench/redact_bench.py`` times 1 MB of each adversarial family.
 
 **Counting.** Each rule reports the span of the secret; overlapping spans are
-one secret, so a vendor key inside a ``*_TOKEN=`` line counts once. The result
-is a fixed point: redacting redacted text changes nothing and counts 0.
+one secret, so a vendor key inside a ``*_TOKEN=`` line counts once. A secret is
+counted once however often it occurs: the same key in a command and in its
+output, or in an event's text and its raw record, is one secret. A caller that
+redacts several texts of one answer passes them one ``seen`` set, so the count
+is of distinct secrets over the whole answer. The result is a fixed point:
+redacting redacted text changes nothing and counts 0.
 
 ``-p`` is a password only attached to a MySQL client (``mysql -psecret``); after
 ``docker run``, ``ssh`` or ``mkdir`` it is a port or a flag.
@@ -149,16 +153,18 @@ def _snapped(text: str, spans: list[Span]) -> list[Span]:
     return out
 
 
-def redact(text: str) -> tuple[str, int]:
-    """Return ``text`` with each secret replaced by ``[redacted]``, and how many there were.
+def redact(text: str, seen: set[str] | None = None) -> tuple[str, int]:
+    """Return ``text`` with each secret replaced by ``[redacted]``, and how many distinct secrets
+    there were that ``seen`` did not hold yet (``seen`` gains them).
 
-    Time is linear in ``len(text)``; a secret matched by several rules counts
-    once. The result is a fixed point: redacting it again changes nothing. A
-    replacement can change what a rule sees (a line that a private key block
-    made two is one again), so the rules run again over the lines that changed,
-    at most :data:`_MAX_ROUNDS` times; a span found in a later round that holds
-    a ``[redacted]`` is part of a secret already counted.
+    Time is linear in ``len(text)``; a secret matched by several rules, or written
+    several times, counts once. The result is a fixed point: redacting it again
+    changes nothing. A replacement can change what a rule sees (a line that a
+    private key block made two is one again), so the rules run again over the
+    lines that changed, at most :data:`_MAX_ROUNDS` times; a span found in a later
+    round that holds a ``[redacted]`` is part of a secret already counted.
     """
+    seen = set() if seen is None else seen
     total = 0
     windows: list[Span] | None = None
     for round_ in range(_MAX_ROUNDS):
@@ -174,7 +180,9 @@ def redact(text: str) -> tuple[str, int]:
             spots.append(length)
             parts.append(REDACTED)
             length += len(REDACTED)
-            if round_ == 0 or REDACTED not in text[start:end]:
+            secret = text[start:end]
+            if (round_ == 0 or REDACTED not in secret) and secret not in seen:
+                seen.add(secret)
                 total += 1
             last = end
         parts.append(text[last:])
@@ -194,40 +202,51 @@ def _holds_nothing(name: str, value: Any) -> bool:
     return isinstance(value, list | tuple | Mapping) and not value
 
 
-def redact_value(obj: Any) -> tuple[Any, int]:
-    """Return a copy of a JSON value with its secrets redacted, and how many there were.
+def redact_value(obj: Any, seen: set[str] | None = None) -> tuple[Any, int]:
+    """Return a copy of a JSON value with its secrets redacted, and how many distinct secrets
+    there were (not already in ``seen``, which gains them).
 
     Every string (property names too) goes through :func:`redact`; a property
     whose name is secret-like (:func:`is_secret_name`) loses its whole value,
     unless that value reveals nothing (``None``, a boolean, empty, ``$VAR``).
-    The input is not modified; tuples come back as lists.
+    A secret in several places of the value (an event's text and its record)
+    counts once. The input is not modified; tuples come back as lists.
     """
-    return _walk(obj, 0)
+    return _walk(obj, 0, set() if seen is None else seen)
 
 
-def _walk(obj: Any, depth: int) -> tuple[Any, int]:
+def _counted(secret: Any, seen: set[str]) -> int:
+    """1 for a secret not yet in ``seen`` (which gains it), else 0; a value not a string by its JSON."""
+    text = secret if isinstance(secret, str) else json.dumps(secret, sort_keys=True, default=str)
+    if text in seen:
+        return 0
+    seen.add(text)
+    return 1
+
+
+def _walk(obj: Any, depth: int, seen: set[str]) -> tuple[Any, int]:
     if isinstance(obj, str):
-        return redact(obj)
+        return redact(obj, seen)
     if depth >= _MAX_DEPTH and isinstance(obj, Mapping | list | tuple):
-        return REDACTED, 1
+        return REDACTED, _counted(obj, seen)
     if isinstance(obj, Mapping):
         total = 0
         out: dict[Any, Any] = {}
         for name, item in obj.items():
-            key, count = redact(name) if isinstance(name, str) else (name, 0)
+            key, count = redact(name, seen) if isinstance(name, str) else (name, 0)
             total += count
             if isinstance(name, str) and is_secret_name(name) and not _holds_nothing(name, item):
                 out[key] = REDACTED
-                total += 1
+                total += _counted(item, seen)
             else:
-                out[key], count = _walk(item, depth + 1)
+                out[key], count = _walk(item, depth + 1, seen)
                 total += count
         return out, total
     if isinstance(obj, list | tuple):
         total = 0
         items: list[Any] = []
         for item in obj:
-            clean, count = _walk(item, depth + 1)
+            clean, count = _walk(item, depth + 1, seen)
             items.append(clean)
             total += count
         return items, total

@@ -27,10 +27,12 @@ _NAME_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _SECRET_WORDS = frozenset(
     {
         *("auth", "oauth", "authorization", "bearer", "jwt", "cookie", "cookies", "creds"),
-        *("pass", "pwd", "pw", "passphrase", "sessionid"),
+        *("pass", "pwd", "pw", "passphrase", "sessionid", "passcode", "pin", "pincode", "mnemonic"),
+        "signature",
     }
 )
-"""Words that mark a secret on their own (``db_pass``, ``AUTH``, ``sessionId``)."""
+"""Words that mark a secret on their own (``db_pass``, ``AUTH``, ``sessionId``, ``pin``, a wallet's
+``mnemonic``, a request's ``signature``, which replays the request it signs)."""
 _SECRET_SUFFIXES = (
     *("token", "password", "passwords", "passwd", "secret", "secrets", "passphrase", "credential"),
     *("credentials", "creds", "sessionid", "jwt", "pwd", "cookie", "key", "pass"),
@@ -91,9 +93,10 @@ _SECRET_CONTINUATIONS = frozenset(
     }
 )
 """Words after ``key``/``token`` that still name the secret (``SECRET_KEY_BASE``, ``STRIPE_KEY_LIVE``)."""
-_AMBIGUOUS_IN_TEXT = frozenset({"key", "keys", "auth", "pass"})
+_AMBIGUOUS_IN_TEXT = frozenset({"key", "keys", "auth", "pass", "pin", "signature"})
 """Names too common in prose and code to mark a secret in *text* alone (``key=ArrowDown``,
-``auth=basic``); as a property name they still do."""
+``auth=basic``, a YAML version ``pin: 3.11``, a JSON Web Key's ``signature`` algorithm field); as a
+property name they still do."""
 
 
 CACHED_CHARS = 256

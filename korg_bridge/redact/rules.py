@@ -21,6 +21,7 @@ from korg_bridge.redact.names import is_secret_name, is_secret_text_name
 from korg_bridge.redact.values import (
     FLAG_VALUE,
     NOT_REDACTED,
+    PROSE_VALUE,
     QUOTED,
     REST_OF_LINE,
     UNQUOTED,
@@ -28,6 +29,8 @@ from korg_bridge.redact.values import (
     Check,
     Span,
     is_reference,
+    judge,
+    looks_like_prose_secret,
     value,
     value_span,
 )
@@ -225,7 +228,53 @@ def _command(commands: tuple[str, ...], flag: str) -> _Lazy:
     )
 
 
-_SECRETISH = r"(?=[\w.$-]{0,63}?(?=[AaBbCcJjKkPpSsTt])(?i:auth|bearer|jwt|cookie|cred|pass|pw|secret|key|token|session))"
+_PROSE_NAMES = _at_token_start(
+    *(form for word in ("password", "passwd", "passphrase", "passcode", "secret", "token") for form in
+      (word, word.capitalize(), word.upper())),
+    *("pin code", "PIN code", "Pin code", "pin", "PIN", "Pin"),
+    *("api key", "API key", "Api key", "API Key", "API KEY", "secret key", "Secret key", "Secret Key"),
+    *("SECRET KEY", "access key", "Access key", "Access Key", "ACCESS KEY"),
+    boundary=r"[\w\]-]",
+)  # fmt: skip
+"""The names in their three spellings, each a literal: ``re`` skips to a candidate by its first
+letter instead of trying a case-blind alternation at every position."""
+_PREVIOUS_WORD = re.compile(r"([A-Za-z][\w-]{0,30})[ \t]+$")
+_PROSE_NEEDLES = ("ass", "ASS", "pin", "PIN", "Pin", "key", "Key", "KEY", "ecret", "ECRET", "oken", "OKEN")
+"""Each is a scan of the whole text when none occurs: few and short."""
+_CLOSING = {"dq": '"', "sq": "'", "bq": "`"}
+_QUALIFIED = frozenset({"token", "api key", "secret key", "access key", "secret"})
+"""Names a word before can make plain: "the page token is 2", "the sort key is created_at"."""
+
+
+def _prose(text: str, match: re.Match[str]) -> Span | None:
+    """ "the staging password is hunter2", "PIN: 4821", "the API key was `k3y`": a name in
+    words, then the value -- quoted, or one word that a person would not write as prose."""
+    name = match.group("n").lower()
+    if " " in name or "\t" in name:
+        name = " ".join(name.split())
+    if name in _QUALIFIED:
+        before = _PREVIOUS_WORD.search(text, max(0, match.start() - 32), match.start())
+        if before is not None and not is_secret_name(f"{before.group(1)}_{name.replace(' ', '_')}"):
+            return None
+    group = match.lastgroup or "uq"
+    if group != "uq":
+        close = _CLOSING.get(group)
+        if close is not None and text[match.end(group) : match.end(group) + 1] != close:
+            return None  # a quote the line never closes: Markdown code, not a quoted password
+        return value_span(text, match, name.replace(" ", "_"))
+    start, end = match.span("uq")
+    word = text[start:end].rstrip(".!?:")
+    if not looks_like_prose_secret(word, name):
+        return None
+    after = text[start + len(word) : start + len(word) + 1]
+    found = judge(name.replace(" ", "_"), word, True, after, True, True, False)  # type words are code
+    return None if found is None else (start + found[0], start + found[1])
+
+
+_SECRETISH = (
+    r"(?=[\w.$-]{0,63}?(?=[AaBbCcJjKkMmPpSsTt])(?i:auth|bearer|jwt|cookie|cred|pass|pw|secret|key|token|session"
+    r"|mnemonic))"
+)
 """A name holds one of the words :func:`is_secret_name` looks for: checked in ``re`` (cheap) before
 the name reaches Python (not cheap), so ``a:a:a:…`` costs no call per ``a``."""
 _NAME = _SECRETISH + r"(?P<n>\$?[A-Za-z_][\w.-]{0,63}+)"
@@ -408,6 +457,22 @@ RULES: list[Rule] = [
         _lazy(r"login(?<![\w\]-]login)[ \t]++\S{1,256}+[ \t]++password[ \t]++(?P<s>\S{1,512}+)"),
         ("login",),
         _checked_reference,
+    ),
+    Rule(
+        "prose",
+        # "the password is X", "API key: X", "the PIN for the door was 4821", mid-line, where the
+        # line and assignment rules read no value: a name in words, "is"/"was"/":", one value.
+        _lazy(
+            rf"(?P<n>{_PROSE_NAMES})\b"
+            r"(?:[ \t]++(?i:for|of|to|on)[ \t]++[^\r\n.,;:!?\"'`=]{1,40}?)?"
+            r"(?:[ \t]++(?i:is|was|are|were)(?:[ \t]++(?i:now|still|set[ \t]to|just|currently))?[ \t]++"
+            r"|[ \t]*+(?P<colon>:)[ \t]*+)"
+            # After a colon only an unquoted word: a quoted one is the assignment rule's.
+            + NOT_REDACTED
+            + rf"(?=(?(colon)(?!)|(?:{QUOTED}))|(?P<uq>{PROSE_VALUE}))"
+        ),
+        _PROSE_NEEDLES,
+        _prose,
     ),
     Rule(
         "netrc-line",

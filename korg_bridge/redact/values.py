@@ -21,6 +21,7 @@ from korg_bridge.redact.names import CACHED_CHARS, is_secret_name, words
 __all__ = [
     "FLAG_VALUE",
     "NOT_REDACTED",
+    "PROSE_VALUE",
     "QUOTED",
     "REST_OF_LINE",
     "UNQUOTED",
@@ -29,6 +30,8 @@ __all__ = [
     "Span",
     "is_reference",
     "is_session_number",
+    "judge",
+    "looks_like_prose_secret",
     "value",
     "value_span",
 ]
@@ -145,6 +148,32 @@ UNQUOTED_NO_COLON = r"[^\s\"'`,;&|=:()<>\[\]{}\\]*+"
 REST_OF_LINE = r"(?:[^\r\n\"\\]|\\(?!n))*+"
 """The rest of a line (a literal ``\\n`` of escaped JSON ends it too)."""
 FLAG_VALUE = r"(?!-)[^\s\"'`;&|()<>\\]++"
+
+
+_CLAUSE_END = (
+    r"(?=[.,;:!?)\]]|[ \t]*+(?:[\r\n]|$)|[ \t]++(?:and|but|or|so|for|on|in|to|at|with|if|until|when|then)\b)"
+)
+_PROSE_WORD = r"[^\s\"'`,;()<>\[\]{}]"
+PROSE_VALUE = (
+    rf"[0-9]{{4,128}}+{_CLAUSE_END}"
+    rf"|(?={_PROSE_WORD}{{0,127}}?(?:[0-9!@#$%^&*+=~_\\/-]|[a-z][A-Z]))(?={_PROSE_WORD}{{0,127}}?[^\W\d_])"
+    rf"{_PROSE_WORD}{{1,128}}+"
+)
+"""One word after "the password is": digits at the end of a clause ("is 4821.", not "is 12
+characters"), or letters with a digit, a symbol or a capital inside. "The password is stored in
+Vault" holds no such word, and the regex rejects it without a Python call per candidate."""
+_LETTER = re.compile(r"[^\W\d_]")
+_NUMERIC_SECRETS = frozenset({"pin", "pin code", "passcode", "password", "passwd"})
+
+
+def looks_like_prose_secret(word: str, name: str) -> bool:
+    """An unquoted word :data:`PROSE_VALUE` let through after "the NAME is": digits are a PIN or
+    a password only; a path, a flag, a URL or a version ("pin: 3.11") is none."""
+    if word.isdigit():
+        return name in _NUMERIC_SECRETS
+    return not (
+        word.startswith(("/", "~", "./", "../", "-")) or "://" in word or _LETTER.search(word) is None
+    )
 
 
 def value_span(

@@ -3,8 +3,9 @@
 Every way text enters the store (``remember``, ``revise``, a hand-edited or
 hand-made mirror file) goes through here, so the same caps and the same safety
 apply to all of them: at most 8 KB of body, secrets redacted unless the
-operator allowed them, and content that reads as an injected instruction
-marked ``untrusted``.
+operator allowed them -- in the text and in every other field a caller gives a
+memory (key, tags, source, a revision's reason: :func:`redact_fields`) -- and
+content that reads as an injected instruction marked ``untrusted``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory.normalize import clip_title, content_hash, title_of
 from korg_bridge.recall.memory.policy import Draft
 from korg_bridge.recall.memory.records import MEMORY_TYPES, check_id, user_time
-from korg_bridge.recall.memory.safety import injection_signs, redact_text
+from korg_bridge.recall.memory.safety import injection_signs, redact_text, redact_value
 
 __all__ = [
     "BODY_MAX_BYTES",
@@ -27,6 +28,7 @@ __all__ = [
     "checked_type",
     "make_draft",
     "prepare_text",
+    "redact_fields",
 ]
 
 BODY_MAX_BYTES = 8 * 1024
@@ -53,8 +55,20 @@ class Text:
         return {"secrets_redacted": self.secrets_redacted, "trust": trust}
 
 
-def prepare_text(body: str, title: str | None, *, allow_secrets: bool, what: str = "content") -> Text:
+def prepare_text(
+    body: str,
+    title: str | None,
+    *,
+    allow_secrets: bool,
+    what: str = "content",
+    by_person: bool = False,
+    seen: set[str] | None = None,
+) -> Text:
     """Strip, redact (unless ``allow_secrets``), cap and classify a body and its title.
+
+    ``by_person``: a person wrote it, so orders about the assistant's replies are their own
+    preferences (see :func:`~.safety.injection_signs`). ``seen``: the secrets already counted in
+    the memory's other fields (:func:`redact_fields`), so each counts once.
 
     Raises:
         UsageError: the body is empty or longer than :data:`BODY_MAX_BYTES`.
@@ -66,9 +80,10 @@ def prepare_text(body: str, title: str | None, *, allow_secrets: bool, what: str
     given = bool(title and title.strip())
     raw_title = title.strip() if title and given else ""
     if not allow_secrets:
-        text, redacted = redact_text(text)
+        seen = set() if seen is None else seen
+        text, redacted = redact_text(text, seen)
         if raw_title:
-            raw_title, more = redact_text(raw_title)
+            raw_title, more = redact_text(raw_title, seen)
             redacted += more
     size = len(text.encode("utf-8"))
     if size > BODY_MAX_BYTES:
@@ -77,7 +92,7 @@ def prepare_text(body: str, title: str | None, *, allow_secrets: bool, what: str
             "Split it into several memories, one fact each."
         )
     final_title = clip_title(raw_title) if given else title_of(text)
-    signs = injection_signs(text + "\n" + final_title)
+    signs = injection_signs(text + "\n" + final_title, by_person=by_person)
     return Text(
         body=text,
         title=final_title,
@@ -132,14 +147,44 @@ def checked_key(value: Any) -> str | None:
     return key
 
 
-def make_draft(args: Mapping[str, Any], scope: str, *, allow_secrets: bool) -> tuple[Draft, Text]:
-    """The draft of a ``remember`` call (arguments as the schema names them).
+def redact_fields(
+    fields: Mapping[str, Any], *, allow_secrets: bool, seen: set[str]
+) -> tuple[dict[str, Any], int]:
+    """``fields`` (a key, tags, a source, a reason: whatever a memory carries besides its text)
+    with every string through the one redactor, unless the operator allowed secrets; and how many
+    secrets ``seen`` did not hold yet. Names are not read as secret names here: ``key`` is a
+    memory's key, not a credential, so only what the values say is redacted."""
+    if allow_secrets:
+        return dict(fields), 0
+    names = list(fields)
+    values, count = redact_value([fields[name] for name in names], seen)
+    return dict(zip(names, values, strict=True)), count
+
+
+def make_draft(
+    args: Mapping[str, Any], scope: str, *, allow_secrets: bool, by_person: bool = False
+) -> tuple[Draft, Text]:
+    """The draft of a ``remember`` call (arguments as the schema names them), every field redacted.
 
     Raises:
         UsageError: any argument is out of bounds (see the helpers above).
     """
-    text = prepare_text(str(args.get("content") or ""), args.get("title"), allow_secrets=allow_secrets)
+    seen: set[str] = set()
+    text = prepare_text(
+        str(args.get("content") or ""),
+        args.get("title"),
+        allow_secrets=allow_secrets,
+        by_person=by_person,
+        seen=seen,
+    )
     source = args.get("source")
+    meta, count = redact_fields(
+        {"key": args.get("key"), "tags": args.get("tags"), "source": str(source) if source else None},
+        allow_secrets=allow_secrets,
+        seen=seen,
+    )
+    text.secrets_redacted += count
+    source = meta["source"]
     draft = Draft(
         body=text.body,
         title=text.title,
@@ -148,8 +193,8 @@ def make_draft(args: Mapping[str, Any], scope: str, *, allow_secrets: bool) -> t
         scope=scope,
         content_hash=text.content_hash,
         trust=text.trust,
-        tags=checked_tags(args.get("tags")),
-        key=checked_key(args.get("key")),
+        tags=checked_tags(meta["tags"]),
+        key=checked_key(meta["key"]),
         supersedes=check_id(args["supersedes"]) if args.get("supersedes") else None,
         valid_from=user_time(args["valid_from"], "valid_from") if args.get("valid_from") else None,
         valid_to=user_time(args["valid_until"], "valid_until") if args.get("valid_until") else None,

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import mirror, oplog
-from korg_bridge.recall.memory.drafts import prepare_text
+from korg_bridge.recall.memory.drafts import prepare_text, redact_fields
 from korg_bridge.recall.memory.foreign import Foreign, plan_foreign
 from korg_bridge.recall.memory.incoming import Batch
 from korg_bridge.recall.memory.policy import Draft
@@ -134,20 +134,31 @@ def prepare_import(batch: Batch, ctx: Context, scope: str | None) -> Prepared:
             item_scope = chosen or (
                 parse_scope(item.scope, ctx.project) if item.scope else ctx.default_write_scope
             )
+            seen: set[str] = set()
             text = prepare_text(
-                item.body, item.title, allow_secrets=ctx.allow_secrets, what=f"the text of {item.where}"
+                item.body,
+                item.title,
+                allow_secrets=ctx.allow_secrets,
+                what=f"the text of {item.where}",
+                seen=seen,
             )
         except UsageError as exc:
             raise UsageError(f"{item.where}: {exc.message}") from None
         source = {**item.source, "file": str(batch.path) if batch.format != "markdown" else item.where}
         if item.identity:
             source["identity"] = item.identity
+        meta, secrets = redact_fields(
+            {"tags": item.tags, "source": source}, allow_secrets=ctx.allow_secrets, seen=seen
+        )  # every field of a foreign memory, not only its text
         draft = Draft(
             body=text.body, title=text.title, title_given=text.title_given, type=item.type, scope=item_scope,
-            content_hash=text.content_hash, trust=text.trust, tags=item.tags, pinned=item.pinned, source=source,
+            content_hash=text.content_hash, trust=text.trust, tags=meta["tags"], pinned=item.pinned,
+            source=meta["source"],
         )  # fmt: skip
-        prepared.foreign.append(Foreign(draft, item.identity, item.where))
-        prepared.secrets_redacted += text.secrets_redacted
+        prepared.foreign.append(
+            Foreign(draft, meta["source"].get("identity"), item.where)
+        )  # as stored: redacted
+        prepared.secrets_redacted += text.secrets_redacted + secrets
         prepared.untrusted += text.trust == "untrusted"
     return prepared
 

@@ -8,10 +8,11 @@ No model and no randomness: the same two texts always get the same verdict.
 * :func:`word_set` / :func:`jaccard` -- similarity of two texts' content words
   (stop words dropped, light stemming).
 * :func:`differences` -- what two similar texts disagree on: numbers
-  (versions, sizes, ports), dates and times, negations, named entities, and
-  the order of things around a preference ("pnpm over npm"). A merge needs
-  high similarity *and* no difference, because a wrong merge hides a fact
-  while a missed one costs a line.
+  (versions, sizes, ports), dates and times, negations, named entities, the
+  order of things around a preference ("pnpm over npm"), and what
+  :mod:`.contrast` sees beyond word sets (roles swapped, tense, who / how many /
+  which way). A merge needs high similarity *and* no difference, because a
+  wrong merge hides a fact while a missed one costs a line.
 """
 
 from __future__ import annotations
@@ -21,6 +22,14 @@ import re
 import unicodedata
 from collections import Counter
 from functools import lru_cache
+
+from korg_bridge.recall.memory.contrast import (
+    expand_contractions,
+    function_changes,
+    swapped,
+    tense_marks,
+    tokens,
+)
 
 __all__ = [
     "content_hash",
@@ -64,7 +73,10 @@ _CONNECTORS = frozenset(
 """Words that order two things ("pnpm over npm", "from MySQL to Postgres"): swapping the sides
 swaps the fact while keeping every word."""
 
-_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*(?:\s?(?:%|[kKmMgGtT]i?[bB]|ms|s|px))?(?![\w])")
+_NUMBER = re.compile(
+    r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*(?:st|nd|rd|th|\s?(?:%|[kKmMgGtT]i?[bB]|ms|s|px))?(?![\w])"
+)
+"""Integers, decimals, versions, times, sizes, and ordinals ("the 1st" / "the 15th")."""
 _NUMBER_WORDS = frozenset(
     [
         "zero",
@@ -106,6 +118,8 @@ _DATE = re.compile(
     rf"|\b(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b"
     rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\b(?:\s+\d{{4}})?"
     r"|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|tomorrow|yesterday)\b"
+    # A month alone ("ends in September"); "may" only with a day: alone it is a verb.
+    r"|\b(?:january|february|march|april|june|july|august|september|october|november|december)\b"
     r"|\b\d{1,2}(?::\d{2})?\s?(?:am|pm)\b",
     re.IGNORECASE,
 )
@@ -162,11 +176,15 @@ def words(text: str) -> list[str]:
     ]
 
 
+_VOWEL = re.compile(r"[aeiouy]")
+
+
 def _stem(word: str) -> str:
-    """Light stemming: plural and verb endings, so "tests"/"test" and "runs"/"running" meet."""
+    """Light stemming: plural and verb endings, so "tests"/"test", "runs"/"running"/"going"/"go"
+    and "updates"/"updated"/"updating" meet (a final ``e`` goes with the ending)."""
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
-    if len(word) > 5 and word.endswith("ing"):
+    if len(word) > 4 and word.endswith("ing") and _VOWEL.search(word[:-3]):
         word = word[:-3]
         return word[:-1] if len(word) > 3 and word[-1] == word[-2] else word
     if len(word) > 4 and word.endswith("ed"):
@@ -175,14 +193,25 @@ def _stem(word: str) -> str:
     if len(word) > 3 and word.endswith("es") and word[-3] in "sxz":
         return word[:-2]
     if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+        word = word[:-1]
+    return word[:-1] if len(word) > 4 and word.endswith("e") else word
+
+
+_PLAIN_NEGATIONS = frozenset({"not", "no", "never"})
+"""Said alike in a word set ("never use npm", "do not use npm"): the guard counts negations."""
 
 
 @lru_cache(maxsize=_TEXTS_CACHED)
 def word_set(text: str) -> frozenset[str]:
-    """Content words of ``text``, stemmed (stop words dropped; negations kept)."""
-    return frozenset(_stem(w) for w in words(text) if w not in STOP_WORDS)
+    """Content words of ``text``, stemmed, contractions written out, possessive ``'s`` dropped
+    (stop words dropped; negations kept, "not", "no" and "never" as one word)."""
+    found: set[str] = set()
+    for word in words(expand_contractions(text)):
+        if word in STOP_WORDS:
+            continue
+        word = "not" if word in _PLAIN_NEGATIONS else word
+        found.add(_stem(word))
+    return frozenset(found)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -274,8 +303,10 @@ def differences(a: str, b: str) -> list[str]:
     Numbers and dates must be the same multiset; negations the same count (so "never use
     npm" and "do not use npm" agree); each named entity of one text must be mentioned by
     the other (in any case); a connector both use ("over", "than", "before", "from … to")
-    must not have the same words on opposite sides; and no content word of one may stand where the
-    other has a different one (see :func:`_replaced`).
+    must not have the same words on opposite sides; no content word of one may stand where the
+    other has a different one (see :func:`_replaced`); and, from :mod:`.contrast`, no two
+    spans may have traded places ("npm, not pnpm"), the tense must agree, and no pronoun,
+    quantifier, modal, frequency or direction word may stand for another of its kind.
     """
     found: list[str] = []
     numbers_a, numbers_b = _numbers(a), _numbers(b)
@@ -302,7 +333,18 @@ def differences(a: str, b: str) -> list[str]:
     replaced = _replaced(_plain_words(a), _plain_words(b))
     if replaced:
         found.append("words differ (" + ", ".join(replaced[:4]) + ")")
+    tokens_a, tokens_b = tokens(a), tokens(b)
+    roles = swapped(_stems(tokens_a), _stems(tokens_b))
+    if roles and not any(item.startswith("order differs") for item in found):
+        found.append(f"order differs ({roles[0]} / {roles[1]} swapped)")
+    if tense_marks(tokens_a, tokens_b) != tense_marks(tokens_b, tokens_a):
+        found.append("tense differs")
+    found.extend(function_changes(tokens_a, tokens_b))
     return found
+
+
+def _stems(found: list[str]) -> list[str]:
+    return [_stem(word) if word.isalpha() else word for word in found]
 
 
 SAME_STEM = 5

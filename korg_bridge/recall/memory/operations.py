@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import oplog
 from korg_bridge.recall.memory.claude_records import derived_refusal, is_derived
-from korg_bridge.recall.memory.drafts import checked_key, checked_tags, checked_type, make_draft, prepare_text
+from korg_bridge.recall.memory.drafts import (
+    checked_key,
+    checked_tags,
+    checked_type,
+    make_draft,
+    prepare_text,
+    redact_fields,
+)
 from korg_bridge.recall.memory.normalize import title_of
 from korg_bridge.recall.memory.policy import SCOPE_SOFT_CAP, decide
 from korg_bridge.recall.memory.records import Version, check_id, iso, user_time
@@ -60,7 +67,7 @@ def remember(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, A
     """
     ctx.check_writes("remember")
     scope = ctx.write_scope(args.get("scope"))
-    draft, text = make_draft(args, scope, allow_secrets=ctx.allow_secrets)
+    draft, text = make_draft(args, scope, allow_secrets=ctx.allow_secrets, by_person=not ctx.is_agent)
     problems = sync_mirror(store, ctx, (scope,))  # the folder of the scope it writes to: the one it touches
     semantic = semantic_check(store, ctx.env, scope, embed_text(draft.title, draft.body))
     with store.write() as conn:
@@ -223,17 +230,33 @@ def revise(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, Any
             )
         body = _new_body(current, args)
         changes: dict[str, Any] = {}
-        text_checks: dict[str, Any] = {}
+        seen: set[str] = set()  # a secret in the text and in a tag or the reason counts once
+        meta, secrets = redact_fields(
+            {name: settings[name] for name in ("key", "tags") if name in settings}
+            | {"reason": args.get("reason")},
+            allow_secrets=ctx.allow_secrets,
+            seen=seen,
+        )
+        if "tags" in meta:
+            meta["tags"] = checked_tags(meta["tags"])  # two tags may be one once redacted
+        text_checks: dict[str, Any] = {"secrets_redacted": secrets} if secrets else {}
         if body is not None or "title" in settings:
             # A title derived from the old body follows the new one; a title someone chose stays.
             derived = current.title == title_of(current.body)
             title = settings.pop("title", None) or (None if body is not None and derived else current.title)
             text = prepare_text(
-                body if body is not None else current.body, title, allow_secrets=ctx.allow_secrets
+                body if body is not None else current.body,
+                title,
+                allow_secrets=ctx.allow_secrets,
+                by_person=not ctx.is_agent,
+                seen=seen,
             )
             changes.update(body=text.body, title=text.title, content_hash=text.content_hash, trust=text.trust)
             text_checks = text.checks()
+            text_checks["secrets_redacted"] += secrets
+        reason = meta.pop("reason")
         changes.update(settings)
+        changes.update(meta)
         differs = {name: value for name, value in changes.items() if getattr(current, name) != value}
         if not differs and current.state == "live":
             return {
@@ -253,7 +276,7 @@ def revise(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, Any
                 raise UsageError(
                     f"key {key!r} is held by {holder[0]} in {current.scope}; revise that one instead."
                 )
-        reason = args.get("reason") or ("restored by revise" if current.state == "retired" else "revised")
+        reason = reason or ("restored by revise" if current.state == "retired" else "revised")
         version = add_version(conn, ctx, current, **changes, reason=str(reason)[:500])
         oplog.record(
             conn,

@@ -178,11 +178,16 @@ def _candidates(conn: Tx, draft: Draft, cosines: dict[str, float]) -> list[Versi
     return list(found.values())
 
 
+_REWORDED = ("words differ", "tense differs")
+"""Differences a new value may come with: other words, and the tense of a change ("moved to March
+19" after "is due by …") -- a link, never a merge."""
+
+
 def _value_update(differing: list[str]) -> bool:
     """True when two texts differ in a value (a number, a date or time) and otherwise at most in
-    wording -- not in names, negation or order: the same fact with a new value, reworded."""
+    wording or tense -- not in names, negation or order: the same fact with a new value, reworded."""
     values = [d for d in differing if d.startswith(_VALUE_DIFFERENCES)]
-    return bool(values) and all(d.startswith((*_VALUE_DIFFERENCES, "words differ")) for d in differing)
+    return bool(values) and all(d.startswith((*_VALUE_DIFFERENCES, *_REWORDED)) for d in differing)
 
 
 def decide(conn: Tx, draft: Draft, cosines: dict[str, float]) -> Decision:

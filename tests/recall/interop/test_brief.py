@@ -47,7 +47,9 @@ def test_pinned_and_user_feedback_memories_come_first_then_project_ones(
     assert lines[1] == "Pinned, and how to work with the user:"
     assert "Recent project memories:" in lines and "Other recent memories:" in lines
     line = next(line for line in lines if user in line)
-    assert line.startswith(f"- {user} user ") and line.endswith(": The user prefers pnpm over npm.")
+    assert line.startswith(f"- {user} user ") and line.endswith(
+        ' by agent: "The user prefers pnpm over npm."'
+    )
 
 
 @pytest.mark.parametrize("budget", [100, 300, 1500])

@@ -3,6 +3,7 @@ escape its block, secrets redacted on write."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.safety import escape_body, injection_signs, render_block
 
-from ._memory import answer, call, exists, failed, holds, ok, rows, run
+from ._memory import answer, call, exists, failed, holds, log_entries, ok, rows, run, tree_bytes
 
 
 def remember(capsys: pytest.CaptureFixture[str], text: str, *flags: str) -> dict[str, object]:
@@ -221,3 +222,61 @@ def test_the_operator_may_allow_secrets(
     assert rows(store, "SELECT body FROM memory WHERE id = ?", [made["id"]]) == [
         (f"The staging key is {KEY} for now.",)
     ]
+
+
+GITHUB = "ghp_" + "A1b2C3d4E5" * 4
+AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPL2"
+URL_PASSWORD = "pw-in-url-" + "77"
+PROSE_PASSWORD = "hunter2-" + "Qz7"
+
+
+def test_every_field_a_memory_carries_goes_through_the_redactor(project: Path, store: Path) -> None:
+    made = ok(
+        run(
+            *("remember", "--content", "The deploy credentials rotate monthly.", "--type", "project"),
+            *("--key", f"deploy {GITHUB}", "--tags", f"aws:{AWS_KEY_ID}", "--tags", "ops"),
+            *("--source", f"postgres://admin:{URL_PASSWORD}@db.internal/app"),
+            cwd=project,
+        )
+    )
+    assert made["checks"]["secrets_redacted"] == 3
+    key, tags, source = rows(store, "SELECT key, tags, source FROM memory WHERE id = ?", [made["id"]])[0]
+    assert key == "deploy [redacted]" and "aws:[redacted]" in str(tags) and "admin:[redacted]@" in str(source)
+    revised = ok(
+        run(
+            *("revise", "--id", str(made["id"]), "--reason", f"rotated: the password is {PROSE_PASSWORD}"),
+            *("--set", json.dumps({"tags": [f"token:{GITHUB}"], "key": f"k-{AWS_KEY_ID}"})),
+            cwd=project,
+        )
+    )
+    assert revised["checks"]["secrets_redacted"] == 3
+    assert rows(store, "SELECT reason, key FROM memory WHERE id = ? AND version = 2", [made["id"]]) == [
+        ("rotated: the password is [redacted]", "k-[redacted]")
+    ]
+    shown = run("memories", "--ids", str(made["id"]), "--include-superseded", cwd=project).stdout
+    for secret in (GITHUB, AWS_KEY_ID, URL_PASSWORD, PROSE_PASSWORD):
+        assert secret not in shown
+        assert not holds(store, secret)
+        assert secret not in json.dumps(log_entries(store))
+        if isinstance(store, Path):  # the mirror beside a SQLite store
+            assert all(secret.encode() not in data for data in tree_bytes(store.parent).values())
+
+
+def test_an_imported_memorys_tags_and_source_are_redacted_too(
+    project: Path, store: Path, tmp_path: Path
+) -> None:
+    export = tmp_path / "mem0.json"
+    item = {
+        "id": "892db2ae-06d9-49e5-8b3e-585ef9b85b8e",
+        "memory": "Deploys read the registry credentials from the CI settings",
+        "categories": ["ops", f"aws:{AWS_KEY_ID}"],
+        "metadata": None,
+        "created_at": "2025-07-26T10:35:09.662945-07:00",
+        "user_id": f"postgres://admin:{URL_PASSWORD}@db.internal/app",
+    }
+    export.write_text(json.dumps({"results": [item]}), encoding="utf-8")
+    report = ok(run("import", str(export), cwd=project))
+    assert (report["created"], report["secrets_redacted"]) == (1, 2)
+    tags, source = rows(store, "SELECT tags, source FROM memory")[0]
+    assert "aws:[redacted]" in str(tags) and "admin:[redacted]@" in str(source)
+    assert not holds(store, AWS_KEY_ID) and not holds(store, URL_PASSWORD)

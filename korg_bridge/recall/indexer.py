@@ -29,6 +29,13 @@ newest first) and exits when none are left.
   to :data:`STOP_WAIT_S` for the lock, and holds it while it embeds.
 * **Off switch.** ``KORG_RECALL_BACKGROUND=0`` keeps :func:`start` from
   spawning anything (the tests' default; ``korg-recall index`` still embeds).
+* **Memories too.** ``python -m korg_bridge.recall.indexer --memory`` embeds the
+  live memories of the store its environment names (``KORG_RECALL_STORE``, and for
+  a team store the tenant) that have no vector yet
+  (:func:`~korg_bridge.recall.memory.vectors.fill_missing`), under a lock of its own
+  beside the index: ``memory-embed-<digest>.lock``, one per store and tenant, with
+  its log beside it. :func:`start_memory` spawns it the same way (``recall`` does,
+  when it sees memories without a vector; ``import`` does after writing).
 """
 
 from __future__ import annotations
@@ -54,8 +61,12 @@ __all__ = [
     "background_enabled",
     "held",
     "main",
+    "memory_indexer_running",
+    "memory_lock_path",
     "request_stop",
+    "run_memory",
     "start",
+    "start_memory",
     "state",
     "wait_idle",
 ]
@@ -96,11 +107,37 @@ def log_path(index_path: Path) -> Path:
     return index_path.with_name(index_path.name + ".embed.log")
 
 
-class Lock:
-    """The exclusive ``flock`` on ``<index>.embed.lock`` an indexer (or ``index``) embeds under."""
+def memory_lock_path(env: Mapping[str, str]) -> Path:
+    """The memory indexer's lock for the store (and tenant) ``env`` names, beside the index: the
+    cache folder is ours, and a store's folder holds user data only.
 
-    def __init__(self, index_path: Path) -> None:
-        self.path = lock_path(index_path)
+    Raises:
+        ConfigError: ``KORG_RECALL_STORE`` names a URL of another scheme.
+    """
+    import hashlib
+
+    from korg_bridge.recall.index import default_index_path
+    from korg_bridge.recall.memory.backend import location
+    from korg_bridge.recall.memory.tenancy import tenant_from
+
+    where = location(env)
+    index = (
+        Path(env["KORG_RECALL_INDEX"]).expanduser()
+        if env.get("KORG_RECALL_INDEX")
+        else default_index_path(env)
+    )
+    tenant = (tenant_from(env) or "") if where.is_url else ""
+    identity = f"{where.label}\0{tenant}"
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return index.with_name(f"memory-embed-{digest}.lock")
+
+
+class Lock:
+    """The exclusive ``flock`` on ``<index>.embed.lock`` an indexer (or ``index``) embeds under
+    (``lock_file``: another lock file, such as a memory indexer's)."""
+
+    def __init__(self, index_path: Path, *, lock_file: Path | None = None) -> None:
+        self.path = lock_file or lock_path(index_path)
         self._fd: int | None = None
 
     def acquire(self, timeout: float = 0.0) -> bool:
@@ -153,10 +190,10 @@ class Lock:
         self.release()
 
 
-def held(index_path: Path) -> bool:
+def held(index_path: Path, *, lock_file: Path | None = None) -> bool:
     """True while some process holds the embedding lock (an indexer runs, or ``index`` embeds)."""
     try:
-        fd = os.open(lock_path(index_path), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(lock_file or lock_path(index_path), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return False
     try:
@@ -184,7 +221,41 @@ def start(index_path: Path, env: Mapping[str, str]) -> str:
         return "off"
     if held(index_path):
         return "running"
-    log = log_path(index_path)
+    return _spawn(
+        [str(index_path)], log_path(index_path), {**env, "KORG_RECALL_INDEX": str(index_path)}, index_path
+    )
+
+
+def start_memory(env: Mapping[str, str]) -> str:
+    """Start the background indexer for the memories of the store ``env`` names unless one runs:
+    ``started``, ``running``, ``off`` or ``failed``, as :func:`start`.
+
+    Raises:
+        ConfigError: ``KORG_RECALL_STORE`` names a URL of another scheme.
+    """
+    _reap()
+    if not background_enabled(env):
+        return "off"
+    lock = memory_lock_path(env)
+    if held(lock, lock_file=lock):
+        return "running"
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        logger.warning("korg-recall: cannot make %s for the memory indexer: %s", lock.parent, exc)
+        return "failed"
+    return _spawn(["--memory"], lock.with_suffix(".log"), dict(env), lock)
+
+
+def memory_indexer_running(env: Mapping[str, str]) -> bool:
+    """True while a memory indexer runs for the store (and tenant) ``env`` names."""
+    lock = memory_lock_path(env)
+    return held(lock, lock_file=lock)
+
+
+def _spawn(args: Sequence[str], log: Path, env: Mapping[str, str], key: Path) -> str:
+    """``python -m korg_bridge.recall.indexer ARGS`` detached: its own session, stdio on /dev/null,
+    stderr appended to ``log`` (to /dev/null once it passes :data:`LOG_CAP`)."""
     try:
         too_big = log.stat().st_size > LOG_CAP
     except OSError:
@@ -195,13 +266,12 @@ def start(index_path: Path, env: Mapping[str, str]) -> str:
         (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
         (os.POSIX_SPAWN_OPEN, 2, stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
     ]
-    argv = [sys.executable, "-m", "korg_bridge.recall.indexer", str(index_path)]
-    child_env = {**env, "KORG_RECALL_INDEX": str(index_path)}
+    argv = [sys.executable, "-m", "korg_bridge.recall.indexer", *args]
     try:
         pid = os.posix_spawn(
             sys.executable,
             argv,
-            child_env,
+            dict(env),
             file_actions=actions,
             setsid=True,
             setsigdef=(signal.SIGINT, signal.SIGTERM, signal.SIGPIPE),
@@ -209,7 +279,7 @@ def start(index_path: Path, env: Mapping[str, str]) -> str:
     except (OSError, NotImplementedError, ValueError) as exc:
         logger.warning("korg-recall: cannot start the background indexer (%s); run `korg-recall index`", exc)
         return "failed"
-    _spawned[pid] = index_path
+    _spawned[pid] = key
     return "started"
 
 
@@ -253,17 +323,19 @@ def request_stop(index: Any, value: bool) -> None:
             conn.execute("DELETE FROM meta WHERE key = ?", (_META_STOP,))
 
 
-def wait_idle(index_path: Path, timeout: float) -> bool:
+def wait_idle(index_path: Path, timeout: float, *, lock_file: Path | None = None) -> bool:
     """Wait until no process holds the embedding lock and the indexers this process spawned for
-    the index have exited (and are reaped); False if the lock is still held after ``timeout``."""
+    the index (or ``lock_file``: a memory indexer's) have exited (and are reaped); False if the
+    lock is still held after ``timeout``."""
+    key = lock_file or index_path
     deadline = time.monotonic() + timeout
     while True:
         _reap()
-        mine = [pid for pid, path in _spawned.items() if path == index_path]
-        if not held(index_path) and not mine:
+        mine = [pid for pid, path in _spawned.items() if path == key]
+        if not held(index_path, lock_file=lock_file) and not mine:
             return True
         if time.monotonic() >= deadline:
-            return not held(index_path)
+            return not held(index_path, lock_file=lock_file)
         time.sleep(POLL_S)
 
 
@@ -393,17 +465,59 @@ def run(index_path: Path, env: Mapping[str, str]) -> int:
     return 0
 
 
+def run_memory(env: Mapping[str, str]) -> int:
+    """Embed every live memory without a vector in the store ``env`` names, under the memory lock;
+    the ``--memory`` process's body (and what a test or bench runs in process).
+
+    Returns 0 when done, when another one runs or when there is no store; 1 when the model cannot
+    be loaded.
+
+    Raises:
+        KorgError: the store cannot be opened or written.
+    """
+    from korg_bridge.recall.memory.backend import open_store, store_exists
+    from korg_bridge.recall.memory.vectors import fill_missing
+    from korg_bridge.recall.modes import shared_embedder
+
+    lock_file = memory_lock_path(env)
+    with contextlib.suppress(OSError):  # if it cannot be made, taking the lock says so
+        lock_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with Lock(lock_file, lock_file=lock_file) as lock:
+        if not lock.acquire():
+            return 0
+        if not store_exists(env):  # never creates a store
+            return 0
+        try:
+            embedder = shared_embedder(env)
+        except KorgError as exc:
+            logger.error("korg-recall memory indexer: %s", exc.message)
+            return 1
+        started = time.time()
+        with open_store(env) as store:
+            stored = fill_missing(store, embedder, budget_s=MAX_RUN_S, stop=lambda: not lock.still_ours())
+        logger.info(
+            "korg-recall memory indexer %d: %d memory version(s) embedded in %.1f s",
+            os.getpid(),
+            stored,
+            time.time() - started,
+        )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m korg_bridge.recall.indexer INDEX``: what :func:`start` spawns."""
+    """``python -m korg_bridge.recall.indexer INDEX`` (or ``--memory``): what :func:`start` and
+    :func:`start_memory` spawn."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        sys.stderr.write("usage: python -m korg_bridge.recall.indexer INDEX\n")
+        sys.stderr.write("usage: python -m korg_bridge.recall.indexer INDEX|--memory\n")
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(message)s")
     with contextlib.suppress(OSError):
         os.nice(NICE)
     _limit_cpu()
     try:
+        if args[0] == "--memory":
+            return run_memory(os.environ)
         return run(Path(args[0]), os.environ)
     except KorgError as exc:
         logger.error("korg-recall indexer: %s", exc.message)

@@ -6,19 +6,39 @@ purged is indexed and the queries filter (heads, scopes, states). User words
 reach ``MATCH`` only as double-quoted phrases with inner quotes doubled, so
 ``NOT``, ``OR``, ``"``, ``*`` or a column filter in a query are plain words.
 
+**The score.** FTS5's ``bm25()`` takes a word's weight as
+``ln((N - n + 0.5) / (n + 0.5))`` and, where that is not positive -- a word
+that half the rows hold or more -- as 1e-6. In a store of a few memories
+that is every word: a memory that matches the query well scored 0.000001,
+shown as "bm25 0.0", and any other score built on it (a hybrid total, a
+comparison with history hits) read it as no match at all. So the score here is
+Okapi BM25 with the weight ``ln(1 + (N - n + 0.5) / (n + 0.5))`` (Lucene's;
+the team store's :mod:`.pg.fulltext` uses the same), always above 0 for a word
+that matches. FTS5 does the matching and the term-frequency part: each query
+word is asked for alone over the candidate rows, and its ``bm25()`` divided by
+the weight FTS5 gave it (computed from the same ``N``, the rows of
+``memory_fts_docsize``, and ``n``, the rows matching the word) leaves exactly
+``tf·(k1+1) / (tf + k1·(1 - b + b·len/avglen))``, which is then weighted
+anew. Candidates are still chosen by FTS5's own ranking (the best
+:data:`~.search.RANK_WINDOW`), far more than any answer shows.
+
 The team store's counterpart is :mod:`.pg.fulltext`; both implement
 :class:`~.backend.FullText`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Tx
 
-__all__ = ["SqliteText", "fts_expression", "ranked_sql"]
+__all__ = ["FTS5_IDF_FLOOR", "SqliteText", "fts_expression", "idf", "ranked_sql", "rescored", "word_sql"]
+
+FTS5_IDF_FLOOR = 1e-6
+"""The weight FTS5's ``bm25()`` gives a word whose ``ln((N - n + 0.5) / (n + 0.5))`` is not positive."""
 
 
 def fts_expression(terms: Sequence[str], joiner: str) -> str:
@@ -36,6 +56,42 @@ def ranked_sql(where: str) -> str:
     )
 
 
+def word_sql(count: int) -> str:
+    """FTS5's ``bm25()`` of ``count`` given rows for one quoted word (the first parameter)."""
+    marks = ", ".join("?" * count)
+    return f"SELECT rowid, -bm25(memory_fts) FROM memory_fts WHERE memory_fts MATCH ? AND rowid IN ({marks})"
+
+
+def idf(rows: int, matching: int, *, fts5: bool = False) -> float:
+    """A word's BM25 weight among ``rows`` rows of which ``matching`` hold it: Lucene's
+    ``ln(1 + (N - n + 0.5) / (n + 0.5))``, or (``fts5``) the one FTS5's ``bm25()`` used."""
+    ratio = (rows - matching + 0.5) / (matching + 0.5)
+    if fts5:
+        weight = math.log(ratio) if ratio > 0 else 0.0
+        return weight if weight > 0 else FTS5_IDF_FLOOR
+    return math.log1p(max(0.0, ratio))
+
+
+def rescored(tx: Tx, terms: Sequence[str], rowids: Sequence[int]) -> dict[int, float]:
+    """BM25 with Lucene's word weights for ``rowids`` (see the module docstring): one FTS5 query
+    per distinct word, over these rows only, and one count of the rows holding it."""
+    scores = dict.fromkeys(rowids, 0.0)
+    if not rowids:
+        return scores
+    total = int(tx.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()[0])
+    for term in dict.fromkeys(terms):
+        word = fts_expression([term], "OR")
+        matching = int(
+            tx.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (word,)).fetchone()[0]
+        )
+        if not matching:
+            continue
+        weight = idf(total, matching) / idf(total, matching, fts5=True)
+        for rowid, raw in tx.execute(word_sql(len(rowids)), (word, *rowids)):
+            scores[int(rowid)] += weight * max(0.0, float(raw))
+    return scores
+
+
 class SqliteText:
     """:class:`~.backend.FullText` on ``memory_fts``."""
 
@@ -45,7 +101,8 @@ class SqliteText:
         if not terms:
             return []
         rows = tx.execute(ranked_sql(where), (fts_expression(terms, "OR"), *params, limit)).fetchall()
-        return [(int(rowid), float(score)) for rowid, score in rows]
+        scores = rescored(tx, terms, [int(rowid) for rowid, _ in rows])
+        return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
     def condition(self, terms: Sequence[str], *, every: bool) -> tuple[str, list[object]]:
         return (

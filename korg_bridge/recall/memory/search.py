@@ -1,24 +1,40 @@
 """Finding memories: ranked hits with their score breakdown, and ``forget``'s exact matching.
 
-:func:`search_memories` is what ``recall`` over memories builds on: BM25 over the
-store's keyword index (:class:`~.backend.FullText`: user words reach it only as
-quoted terms), restricted to the given scopes, showing lineage heads by default --
-or older versions too (``include_superseded``), or what held at a past time
-(``as_of``). Every version is matched, and a lineage ranks by its best-matching
-one: a revision that words a fact differently is still about what its older
-wording names. A hit's
-score is its relevance (its BM25 over the best hit's, so a memory that matches
-more, or rarer, words of the query keeps its lead) times decay times use,
-bounded, so decay only ranks and never hides:
-``decay = 1 - 0.2·(1 - exp(-age_days/180))`` (0.8 at the least; 1 for pinned
-memories and types ``user``/``feedback``), ``use = 1 + min(0.3, 0.1·ln(1 +
-use_count))``.
+:func:`search_memories` is what ``recall`` over memories builds on, restricted to the
+given scopes, showing lineage heads by default -- or older versions too
+(``include_superseded``), or what held at a past time (``as_of``). Every version is
+matched, and a lineage ranks by its best-matching one: a revision that words a fact
+differently is still about what its older wording names.
+
+**Scores, by mode** (each part in 0..1, the same scales as history hits'):
+
+* ``bm25`` -- keyword evidence: the store's BM25 of the query's words (:class:`~.backend.FullText`:
+  user words reach it only as quoted terms; every matched word weighs above 0, so 0 means
+  no query word matched), as ``r / (r + half)`` (:func:`~korg_bridge.recall.scores.keyword_score`):
+  ``half`` is :data:`~korg_bridge.recall.scores.KEYWORD_HALF_SCORE` in keyword mode, as for
+  history, and :data:`HYBRID_HALF_SCORE` in hybrid;
+* ``vector`` -- meaning: the cosine of the query with the memory's best-matching version,
+  floored at 0; a memory not embedded yet takes the cosine found at its keyword rank in the
+  vector ranking (``vector_imputed``; ``vector`` None): never penalised for the background
+  indexer not having reached it, as history's events;
+* ``recency`` -- ``exp(-age_days / tau_days)`` of when the version was recorded;
+* ``pinned`` -- :data:`PINNED_BONUS` for a pinned memory, else 0;
+* ``decay`` -- ``1 - 0.2·(1 - exp(-age_days/180))`` (0.8 at the least; 1 for pinned memories
+  and types ``user``/``feedback``): old facts rank a little lower, never hidden.
+
+``keyword``: ``total = bm25 · decay``. ``hybrid``: ``total = (w_bm25·bm25 + w_vector·vector +
+w_recency·recency + pinned) · decay`` over the union of the best keyword and vector
+candidates (a candidate with neither a matched word nor a positive cosine is dropped).
+``semantic``: ``total = (vector + pinned) · decay`` over embedded memories whose cosine
+reaches ``min_score``. Being returned never raises a score: the use count a recall keeps
+is bookkeeping, not evidence (it used to multiply the score, so a memory recalled often
+outranked a better match).
 
 Knowledge changes, and the newest statement of a fact should come first even
 when an older one words it closer to the query. Two rules do that, both measured
 on the knowledge-update suite of ``bench/memory_bench.py``:
 
-* hits that match exactly the same words of the query, within
+* hits that match exactly the same words of the query (at least one), within
   :data:`TIE_BAND` of each other's score, are one tie: the newest (by
   ``valid_from``, else ``recorded_at``) goes first;
 * lineages joined by a ``similar`` link are ranked together: the newer first,
@@ -40,15 +56,20 @@ from typing import TYPE_CHECKING, Any
 
 from korg_bridge.recall.fts import STOPWORDS, query_terms
 from korg_bridge.recall.memory.claude_records import source_kind
-from korg_bridge.recall.memory.records import Version, age_days, iso
+from korg_bridge.recall.memory.records import Version, age_days, iso, parse_iso
 from korg_bridge.recall.memory.rows import head, lineage, select_versions
 from korg_bridge.recall.memory.safety import age_label, render_block
+from korg_bridge.recall.scores import KEYWORD_HALF_SCORE, keyword_score, recency
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Tx
 
 __all__ = [
     "FORGET_MAX",
+    "HYBRID_HALF_SCORE",
+    "MEMORY_WEIGHTS",
+    "PINNED_BONUS",
+    "Meaning",
     "MemoryHit",
     "forget_matches",
     "match_where",
@@ -62,15 +83,52 @@ Measured on the knowledge-update suite (0.1-0.3 score within a point; 0.5 loses 
 DECAY_TAU_DAYS = 180.0
 TIE_BAND = 0.7
 """Hits matching the same query words count as a tie, newest first, within this ratio of scores."""
-USE_CAP = 0.3
 NO_DECAY_TYPES = frozenset({"user", "feedback"})
 ORDER_WINDOW = 64
 """Best-scored hits that ties and similar links may reorder (far above any useful ``top_n``)."""
 _EDGE_PUNCTUATION = "\"'`.,;:!?()[]{}<>"
 RANK_WINDOW = 500
-"""Best BM25 rows ranked in Python (decay, use, links): far above any useful ``top_n``."""
+"""Best BM25 rows ranked in Python (decay, links): far above any useful ``top_n``."""
+VECTOR_WINDOW = 100
+"""Closest rows by meaning fed to hybrid and semantic ranking (4 x top_n when larger)."""
 FORGET_MAX = 50
 """Memories one ``forget(query)`` may act on; more must be narrowed down first."""
+
+HYBRID_HALF_SCORE = 60.0
+"""The BM25 value that counts as 0.5 of keyword evidence in a hybrid total, as for history: it takes
+several rare matching words to count for much, so a word a paraphrase shares by chance does not
+outweigh its meaning. Chosen on the tune half of the memory ranking suite (``bench/memory_bench.py
+--ranking``): 20 and 60 within a question of each other, 5 lost a third of the paraphrases."""
+MEANING_ALONE_FLOOR = 0.15
+"""The cosine a hybrid hit needs when it holds no word of the query: below it a likeness is noise
+(unrelated short texts lie around 0.0-0.2 with the packaged MiniLM), and every recall would show
+memories. On the tune half it cost one paraphrase in 154 against no floor; 0.2 cost three."""
+PINNED_BONUS = 0.05
+"""Added to a pinned memory's hybrid or semantic total: a tie-breaker, not a trump."""
+MEMORY_WEIGHTS: dict[str, float] = {"bm25": 0.15, "vector": 0.85, "recency": 0.0, "tau_days": 90.0}
+"""The hybrid weights of memories, unless a call passes its own (``weights``). Chosen on the tune
+half of the memory ranking suite: memories are short statements of one fact each, so a cosine says
+more of them than of a long history event, and BM25 above 0.2 of the total cost paraphrases without
+a keyword-style question gained (all at 1.00). Recency cost them too (0.1 with a 90-day time
+constant: paraphrase hit@5 0.70 -> 0.60; knowledge updates did not gain): which of two versions is
+newer is the tie and link rules' to say, and age already lowers a score through ``decay``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Meaning:
+    """What ranking memories by meaning needs: the mode, the query's vector and its model, the weights."""
+
+    mode: str
+    """``hybrid`` or ``semantic``."""
+    vector: Any
+    model_id: str
+    dim: int
+    bm25: float = MEMORY_WEIGHTS["bm25"]
+    weight_vector: float = MEMORY_WEIGHTS["vector"]
+    weight_recency: float = MEMORY_WEIGHTS["recency"]
+    tau_days: float = MEMORY_WEIGHTS["tau_days"]
+    min_score: float = 0.0
+    """The cosine a memory needs in ``semantic`` mode."""
 
 
 @dataclass(slots=True)
@@ -84,6 +142,13 @@ class MemoryHit:
     """False for an older version (``include_superseded``, or ``as_of`` before the latest)."""
     older_than: str | None = None
     """Id of a newer, similar memory that also matched: this one may be out of date."""
+    how: str = ""
+    """The breakdown in words: what each part is and how they make the total."""
+
+    @property
+    def matched_words(self) -> bool:
+        """Whether the memory holds a word of the query (its keyword evidence is above 0)."""
+        return bool(self.breakdown.get("bm25"))
 
     def to_dict(self, now: float) -> dict[str, Any]:
         v = self.version
@@ -127,14 +192,12 @@ def match_where(scope_count: int, type_count: int, *, heads_only: bool) -> str:
     return " AND ".join(clauses)
 
 
-def _factors(version: Version, now: float) -> tuple[float, float]:
+def decay_of(version: Version, now: float) -> float:
+    """How much age takes off the memory's score: 1 down to ``1 - DECAY_WEIGHT``."""
     if version.pinned or version.type in NO_DECAY_TYPES:
-        decay = 1.0
-    else:
-        fresh = math.exp(-age_days(version.recorded_at, now) / DECAY_TAU_DAYS)
-        decay = 1.0 - DECAY_WEIGHT * (1.0 - fresh)
-    use = 1.0 + min(USE_CAP, 0.1 * math.log1p(max(0, version.use_count)))
-    return decay, use
+        return 1.0
+    fresh = math.exp(-age_days(version.recorded_at, now) / DECAY_TAU_DAYS)
+    return 1.0 - DECAY_WEIGHT * (1.0 - fresh)
 
 
 def _effective_at(versions: Sequence[Version], at: str) -> Version | None:
@@ -154,6 +217,183 @@ def _effective_at(versions: Sequence[Version], at: str) -> Version | None:
     return chosen
 
 
+@dataclass(slots=True)
+class _Candidate:
+    """A version to show, with the best evidence of what it stands for (its lineage, or itself)."""
+
+    version: Version
+    raw: float
+    """BM25 (0: no query word)."""
+    cosine: float | None
+    """Cosine with the query (None: no vector)."""
+    current: bool
+    complete: bool = False
+    """Holds every word of the query (in a version it stands for)."""
+
+
+def _evidence(
+    conn: Tx, terms: Sequence[str], where: str, params: Sequence[object], meaning: Meaning | None, top_n: int
+) -> tuple[dict[int, float], dict[int, float], set[int]]:
+    """BM25 of the rows matching a query word (none in semantic mode), the cosine of every such
+    row and of the closest rows by meaning (none without ``meaning``), and which rows hold every word."""
+    raw: dict[int, float] = {}
+    if terms and (meaning is None or meaning.mode == "hybrid"):
+        raw = dict(conn.text.ranked(conn, terms, where=where, params=params, limit=RANK_WINDOW))
+    cosines: dict[int, float] = {}
+    complete: set[int] = set()
+    if meaning is not None:
+        window = max(VECTOR_WINDOW, 4 * top_n)
+        vector, model, dim = meaning.vector, meaning.model_id, meaning.dim
+        cosines.update(conn.vectors.nearest_rows(conn, where, params, model, dim, vector, window))
+        unknown = [rowid for rowid in raw if rowid not in cosines]
+        cosines.update(conn.vectors.cosines_of(conn, unknown, model, dim, vector))
+        if raw and len(terms) > 1:
+            condition, extra = conn.text.condition(terms, every=True)
+            marks = ", ".join("?" * len(raw))
+            sql = f"SELECT m.rowid FROM memory m WHERE m.rowid IN ({marks}) AND {condition}"
+            complete = {int(row[0]) for row in conn.execute(sql, (*raw, *extra))}
+        elif raw:
+            complete = set(raw)
+    return raw, cosines, complete
+
+
+def _best(values: Sequence[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return max(known) if known else None
+
+
+def _candidates(
+    conn: Tx,
+    found: Sequence[Version],
+    raw: dict[int, float],
+    cosines: dict[int, float],
+    complete: set[int],
+    *,
+    as_of: float | None,
+    include_superseded: bool,
+    now: float,
+) -> list[_Candidate]:
+    """The versions to show -- per lineage its head, or what held ``as_of``; or every version found
+    (``include_superseded``) -- each with the best evidence among the versions it stands for."""
+    now_iso = iso(now)
+    out: list[_Candidate] = []
+    if include_superseded and as_of is None:
+        for version in found:
+            if version.is_head and (version.state != "live" or (version.expires_at or "~") <= now_iso):
+                continue
+            rowid = version.rowid or 0
+            out.append(
+                _Candidate(
+                    version, raw.get(rowid, 0.0), cosines.get(rowid), version.is_head, rowid in complete
+                )
+            )
+        return out
+    rows_of: dict[str, list[Version]] = {}
+    for version in found:
+        rows_of.setdefault(version.id, []).append(version)
+    for memory_id, versions in rows_of.items():
+        rowids = [v.rowid or 0 for v in versions]
+        best_raw = max(raw.get(rowid, 0.0) for rowid in rowids)
+        best_cosine = _best([cosines.get(rowid) for rowid in rowids])
+        whole = any(rowid in complete for rowid in rowids)
+        if as_of is not None:
+            every = lineage(conn, memory_id)
+            effective = _effective_at(every, iso(as_of))
+            if effective is not None:
+                newest = max(v.version for v in every if v.state != "pending")
+                out.append(_Candidate(effective, best_raw, best_cosine, effective.version == newest, whole))
+            continue
+        latest = next((v for v in versions if v.is_head), None) or head(conn, memory_id)
+        if latest is None or latest.state != "live" or (latest.expires_at or "~") <= now_iso:
+            continue
+        out.append(_Candidate(latest, best_raw, best_cosine, True, whole))
+    return out
+
+
+def _recorded(version: Version) -> float | None:
+    try:
+        return parse_iso(version.recorded_at)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _score(candidates: Sequence[_Candidate], meaning: Meaning | None, now: float) -> list[MemoryHit]:
+    """Each candidate's total and breakdown, for the mode (see the module docstring)."""
+    hits: list[MemoryHit] = []
+    if meaning is None:
+        for c in candidates:
+            bm25, decay = keyword_score(-c.raw, KEYWORD_HALF_SCORE), decay_of(c.version, now)
+            total = bm25 * decay
+            breakdown: dict[str, float | None] = {
+                "bm25": round(bm25, 4), "vector": None, "recency": None, "pinned": None,
+                "decay": round(decay, 4), "total": round(total, 4),
+            }  # fmt: skip
+            how = f"keyword match (bm25) {bm25:.2f} * age decay {decay:.2f} = {total:.2f}"
+            hits.append(MemoryHit(c.version, total, breakdown, c.current, how=how))
+        return hits
+    # The vector ranking of the candidates, and their keyword ranks: a memory without a vector is
+    # given the cosine found at its keyword rank (history's rule), so only those above it by keyword
+    # and those closer in meaning can pass it.
+    ranked_cosines = sorted((max(0.0, c.cosine) for c in candidates if c.cosine is not None), reverse=True)
+    by_keyword = sorted((c for c in candidates if c.raw > 0), key=lambda c: -c.raw)
+    keyword_rank = {id(c): position for position, c in enumerate(by_keyword)}
+
+    def at_rank(c: _Candidate) -> float:
+        rank = keyword_rank.get(id(c))
+        return ranked_cosines[rank] if rank is not None and rank < len(ranked_cosines) else 0.0
+
+    for c in candidates:
+        decay = decay_of(c.version, now)
+        pinned = PINNED_BONUS if c.version.pinned else 0.0
+        if meaning.mode == "semantic":
+            if c.cosine is None or c.cosine < meaning.min_score:
+                continue
+            vector = max(0.0, c.cosine)
+            total = (vector + pinned) * decay
+            breakdown = {
+                "bm25": None, "vector": round(vector, 4), "recency": None, "pinned": round(pinned, 4),
+                "decay": round(decay, 4), "total": round(total, 4),
+            }  # fmt: skip
+            how = f"meaning (cosine) {vector:.2f}{_pinned(pinned)} * age decay {decay:.2f} = {total:.2f}"
+            hits.append(MemoryHit(c.version, total, breakdown, c.current, how=how))
+            continue
+        bm25 = keyword_score(-c.raw, HYBRID_HALF_SCORE)
+        if c.cosine is None:
+            vector = at_rank(c)
+        else:
+            vector = max(0.0, c.cosine)
+            if c.complete:  # it holds every query word: its meaning counts at least as its keyword rank's
+                vector = max(vector, at_rank(c))
+        if bm25 <= 0 and vector < max(MEANING_ALONE_FLOOR, 1e-9):
+            continue  # recency alone never makes a hit, nor a faint likeness alone
+        fresh = recency(_recorded(c.version), now, meaning.tau_days)
+        weighted = meaning.bm25 * bm25 + meaning.weight_vector * vector + meaning.weight_recency * fresh
+        total = (weighted + pinned) * decay
+        breakdown = {
+            "bm25": round(bm25, 4),
+            "vector": None if c.cosine is None else round(vector, 4),
+            "recency": round(fresh, 4),
+            "pinned": round(pinned, 4),
+            "decay": round(decay, 4),
+            "total": round(total, 4),
+        }
+        imputed = ""
+        if c.cosine is None:
+            breakdown["vector_imputed"] = round(vector, 4)
+            imputed = " (not embedded yet: the cosine at its keyword rank)"
+        how = (
+            f"{meaning.bm25:g} * keyword match (bm25) {bm25:.2f} + {meaning.weight_vector:g} * meaning "
+            f"(cosine) {vector:.2f}{imputed} + {meaning.weight_recency:g} * recency {fresh:.2f}{_pinned(pinned)} "
+            f"= {weighted + pinned:.2f}, * age decay {decay:.2f} = {total:.2f}"
+        )
+        hits.append(MemoryHit(c.version, total, breakdown, c.current, how=how))
+    return hits
+
+
+def _pinned(bonus: float) -> str:
+    return f" + pinned {bonus:.2f}" if bonus else ""
+
+
 def search_memories(
     conn: Tx,
     query: str,
@@ -165,74 +405,34 @@ def search_memories(
     include_superseded: bool = False,
     top_n: int = 10,
     now: float,
+    meaning: Meaning | None = None,
 ) -> list[MemoryHit]:
     """Memories matching ``query`` in ``scopes``, best first, at most ``top_n``.
 
     By default only current, live, unexpired heads. ``include_superseded`` adds older
     versions (``current=False``); ``as_of`` (epoch seconds) shows per lineage the version
-    that held then. ``breakdown`` = ``{bm25, vector, relevance, decay, use, total}``
-    (``vector`` is None: keyword only in this phase).
+    that held then. Without ``meaning`` the ranking is by keywords; with it, ``hybrid`` or
+    ``semantic`` (see the module docstring). ``breakdown`` = ``{bm25, vector, recency,
+    pinned, decay, total}`` (None for a part the mode does not use).
     """
     terms = query_terms(query)
-    if not terms or not scopes:
+    if not scopes or not (terms if meaning is None else query.strip()):
         return []
     # Every version is searched, even when only heads are shown: a lineage is one fact, and a
     # revision that words it differently ("release 3.8" for "version 3.5") is still about what the
     # older wording names. A lineage ranks by its best-matching version and shows its head.
     where = match_where(len(scopes), len(types), heads_only=False)
-    rows = conn.text.ranked(conn, terms, where=where, params=(*scopes, *types), limit=RANK_WINDOW)
-    if not rows:
+    raw, cosines, complete = _evidence(conn, terms, where, (*scopes, *types), meaning, top_n)
+    rowids = list(dict.fromkeys([*raw, *cosines]))
+    if not rowids:
         return []
-    ranks = dict(rows)
-    marks = ", ".join("?" * len(ranks))
-    found = select_versions(conn, f"rowid IN ({marks})", tuple(ranks))
-    now_iso = iso(now)
-    chosen: list[tuple[Version, float, bool]] = []
-    if as_of is not None:
-        at = iso(as_of)
-        best: dict[str, float] = {}
-        for version in found:
-            best[version.id] = max(best.get(version.id, 0.0), ranks[version.rowid or 0])
-        for memory_id, raw in best.items():
-            versions = lineage(conn, memory_id)
-            effective = _effective_at(versions, at)
-            if effective is not None:
-                newest = max(v.version for v in versions if v.state != "pending")
-                chosen.append((effective, raw, effective.version == newest))
-    elif include_superseded:
-        for version in found:
-            if version.is_head and (version.state != "live" or (version.expires_at or "~") <= now_iso):
-                continue
-            chosen.append((version, ranks[version.rowid or 0], version.is_head))
-    else:
-        best_of: dict[str, float] = {}
-        heads: dict[str, Version] = {}
-        for version in found:
-            best_of[version.id] = max(best_of.get(version.id, 0.0), ranks[version.rowid or 0])
-            if version.is_head:
-                heads[version.id] = version
-        for memory_id, raw in best_of.items():
-            latest = heads.get(memory_id) or head(conn, memory_id)
-            if latest is None or latest.state != "live" or (latest.expires_at or "~") <= now_iso:
-                continue
-            chosen.append((latest, raw, True))
-    hits: list[MemoryHit] = []
+    found = select_versions(conn, f"rowid IN ({', '.join('?' * len(rowids))})", tuple(rowids))
+    chosen = _candidates(
+        conn, found, raw, cosines, complete, as_of=as_of, include_superseded=include_superseded, now=now
+    )
     wanted_tags = set(tags)
-    chosen = [c for c in chosen if not wanted_tags or wanted_tags & set(c[0].tags)]
-    top = max((raw for _, raw, _ in chosen), default=0.0)
-    for version, raw, current in chosen:
-        relevance = raw / top if top > 0 else 0.0
-        decay, use = _factors(version, now)
-        total = relevance * decay * use
-        breakdown: dict[str, float | None] = {
-            "bm25": round(raw, 4),
-            "vector": None,
-            "relevance": round(relevance, 4),
-            "decay": round(decay, 4),
-            "use": round(use, 4),
-            "total": round(total, 4),
-        }
-        hits.append(MemoryHit(version, total, breakdown, current))
+    chosen = [c for c in chosen if not wanted_tags or wanted_tags & set(c.version.tags)]
+    hits = _score(chosen, meaning, now)
     hits.sort(key=lambda hit: (-hit.score, hit.version.id, -hit.version.version))
     # Ties and links reorder the best hits only: what they move lands in the first places, and
     # finding which words 500 rows match costs more than the whole search.
@@ -299,7 +499,12 @@ def _newest_of_ties(hits: list[MemoryHit], matched: dict[int, frozenset[str]]) -
     for index, hit in enumerate(hits):
         if index in placed:
             continue
-        bucket = buckets[matched.get(hit.version.rowid or 0, frozenset())]
+        words = matched.get(hit.version.rowid or 0, frozenset())
+        if not words:  # found by meaning alone: no words to say it states the same fact
+            placed.add(index)
+            out.append(hit)
+            continue
+        bucket = buckets[words]
         tie = [j for j in bucket if j not in placed and hits[j].score >= TIE_BAND * hit.score]
         tie.sort(key=lambda j: (_start(hits[j].version), hits[j].version.version), reverse=True)
         for j in tie:

@@ -102,6 +102,9 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             )
             # Claude Code's folders are read into one person's store only (see claude_scan).
             claude = claude_summary(conn) if store.kind == "sqlite" else None
+        from korg_bridge.recall.memory.vectors import vector_stats
+
+        vectors = vector_stats(store, env)  # with a model on disk: how many live memories have a vector
     over = {scope: count for scope, count in figures["by_scope"].items() if count > SCOPE_SOFT_CAP}
     result: dict[str, Any] = {"store": store.label, "exists": True, **own, **figures}
     result["soft_cap"] = {"per_scope": SCOPE_SOFT_CAP, "over": over}
@@ -109,4 +112,6 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         result["mirror"] = {"folder": str(store.folder / mirror.MIRROR_NAME), "unparseable": unparseable}
     if claude is not None:
         result["claude"] = claude
+    if vectors is not None:
+        result["vectors"] = vectors
     return result

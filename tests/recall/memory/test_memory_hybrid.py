@@ -181,7 +181,7 @@ def test_a_question_in_other_words_finds_the_memory_by_meaning_in_auto_and_hybri
     assert hit["breakdown"]["bm25"] == 0 and hit["breakdown"]["vector"] > 0.3
     _, out, _ = call(capsys, "recall", "--query", SHIP, "--kinds", "memory")
     assert re.search(
-        r'breakdown="0\.45 \* keyword match \(bm25\) 0\.00 \+ 0\.45 \* meaning \(cosine\) 0\.\d\d', out
+        r'breakdown="0\.15 \* keyword match \(bm25\) 0\.00 \+ 0\.85 \* meaning \(cosine\) 0\.\d\d', out
     )
 
 

@@ -6,6 +6,7 @@
     python bench/memory_bench.py --check     # exit 1 when a target is missed
     python bench/memory_bench.py --context-only  # the session-start brief's row only (~3 min)
     python bench/memory_bench.py --quality --store-url postgresql://…  # the suites on a team store
+    python bench/memory_bench.py --ranking   # memories by meaning: bench/memory_ranking.py (its own section)
 
 1. **Latency**, each a fresh ``korg-recall`` process as the bridge runs it per
    tool call, keyword only (no embedding model in the environment): ``remember``
@@ -616,7 +617,17 @@ def main(argv: list[str] | None = None) -> int:
         help="with --quality: run the suites on this PostgreSQL team store (the application role's URL), a "
         "tenant per run; bench/team_bench.py runs them on an embedded server and records both backends",
     )
+    parser.add_argument(
+        "--ranking",
+        action="store_true",
+        help="the memory ranking suite (bench/memory_ranking.py: keyword, semantic and hybrid on "
+        "bench/golden/memories.json, with KORG_RECALL_MODEL_DIR); records its own section",
+    )
     args = parser.parse_args(argv)
+    if args.ranking:
+        import memory_ranking
+
+        return memory_ranking.main(["--no-write"] if args.no_write else [])
     if args.store_url and not args.quality:
         parser.error("--store-url goes with --quality (the latency rows are the SQLite store's)")
     if args.context_only:

@@ -1,4 +1,11 @@
-"""The memory ranking suite of ``bench/memory_bench.py``: memories found by what they mean.
+"""The memory ranking suite: memories found by what they mean (``bench/memory_bench.py --ranking``).
+
+    python bench/memory_ranking.py             # ~5 min with the model; records docs/benchmarks.md
+    python bench/memory_ranking.py --no-write  # print only
+    python bench/memory_ranking.py --tune      # the weight grid on the tune half (what chose them)
+
+Needs ``KORG_RECALL_MODEL_DIR`` (the packaged MiniLM int8 the tests use); without it only
+the keyword column is measured.
 
 ``bench/golden/memories.json`` holds 158 memories a team's agent would keep
 (preferences, project facts, commands, people, decisions) and questions about them:
@@ -21,11 +28,15 @@ Stdlib and korg_bridge only (numpy comes with the model).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import itertools
 import json
+import os
 import random
+import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -74,6 +85,9 @@ class Written:
 
     store: Store
     scopes: list[str]
+    path: Path
+    """The SQLite store's file (for fresh processes), or the project folder's parent for a team store."""
+    project: Path
     ids: dict[str, str]
     """Memory key (an update's: its newer statement) -> lineage id."""
     old_ids: dict[str, str]
@@ -119,7 +133,10 @@ def written(env: Mapping[str, str], suite: Suite, store_url: str | None = None) 
                 )
                 (old_ids if role == "old" else ids)[key] = str(result["id"])
             ctx = _context(run_env, project, plan[-1][0])
-            yield Written(store, list(ctx.visible_scopes), ids, old_ids, plan[-1][0] + 3 * DAY)
+            where = root / "store" / "memory.sqlite"
+            yield Written(
+                store, list(ctx.visible_scopes), where, project, ids, old_ids, plan[-1][0] + 3 * DAY
+            )
 
 
 @dataclass(slots=True)
@@ -324,3 +341,195 @@ def updates_by_meaning(seed: int, env: Mapping[str, str], embedder: Any) -> suit
                         meaning=meaning,
                     )
     return score
+
+
+# --- what it costs: fresh processes, and embedding behind an import --------------------------------
+
+SAMPLES = 20
+IMPORTED = 1_000
+LATENCY_QUERIES = (
+    "when do we ship to prod?", "which tool should fetch node modules", "who reviews billing code",
+    "how do I check the server code still works", "where do crash reports end up", "make db seed",
+)  # fmt: skip
+
+
+@dataclass(slots=True)
+class Costs:
+    rows: dict[str, Any] = field(default_factory=dict)
+    """label -> memory_bench.Timing"""
+    import_s: float = 0.0
+    import_cpu_s: float = 0.0
+    fill_s: float = 0.0
+    fill_cpu_s: float = 0.0
+    filled: int = 0
+
+
+def _fresh_env(done: Written, home: Path, directory: str | None) -> dict[str, str]:
+    import memory_bench
+
+    env = memory_bench._env(home, done.project)
+    env.update(KORG_RECALL_STORE=str(done.path), KORG_RECALL_BACKGROUND="0", KORG_RECALL_MIRROR="0")
+    if directory:
+        env["KORG_RECALL_MODEL_DIR"] = directory
+    return env
+
+
+def measure_costs(done: Written, home: Path, directory: str) -> Costs:
+    """Fresh ``recall --kinds memory`` processes by keyword and by meaning on the suite's store; then
+    :data:`IMPORTED` memories imported (no embedding while importing) and embedded by the background
+    indexer's pass (in process, timed); then the same recalls over the larger store."""
+    import memory_bench
+
+    costs = Costs()
+    env = _fresh_env(done, home, directory)
+    runner = memory_bench.Runner(env, done.project)
+
+    def recalls(label: str) -> None:
+        for mode in ("keyword", "hybrid"):
+            calls = [["recall", "--query", q, "--kinds", "memory", "--mode", mode] for q in LATENCY_QUERIES]
+            costs.rows[f"{label}, {mode}"] = runner.time((calls * (SAMPLES // len(calls) + 2))[: SAMPLES + 2])
+
+    recalls(f"{len(done.ids) + len(done.old_ids)} memories")
+    rng = random.Random(20261221)
+    entries = [{"id": str(n), "memory": memory_bench._text(rng, n)} for n in range(IMPORTED)]
+    source = home / "imported.json"
+    source.write_text(json.dumps({"results": entries}), encoding="utf-8")
+    wall, cpu, _ = runner.run("import", str(source))
+    costs.import_s, costs.import_cpu_s = wall / 1000, cpu / 1000
+    from korg_bridge.recall.indexer import run_memory
+    from korg_bridge.recall.memory.store import SqliteStore
+    from korg_bridge.recall.memory.vectors import coverage
+
+    started, cpu_started = time.perf_counter(), time.process_time()
+    if run_memory(env) != 0:
+        raise RuntimeError("the memory indexer failed")
+    costs.fill_s, costs.fill_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+    with SqliteStore(done.path) as store, store.reading() as tx:
+        found = coverage(tx, env)
+    if found is None or found.missing:
+        raise RuntimeError(f"memories left without a vector: {found}")
+    costs.filled = found.live
+    recalls(f"{found.live:,} memories")
+    return costs
+
+
+def cost_table(costs: Costs) -> str:
+    rows = [
+        [f"`recall --kinds memory`, {label}", f"{t.p(50):.0f} / {t.p(95):.0f} ms",
+         f"{t.p(50, True):.0f} / {t.p(95, True):.0f} ms", str(len(t.wall_ms))]
+        for label, t in costs.rows.items()
+    ]  # fmt: skip
+    return common.markdown_table(["fresh process", "wall p50 / p95", "CPU p50 / p95", "n"], rows)
+
+
+# --- the section ----------------------------------------------------------------------------------
+
+SECTION = "memory_ranking"
+INTRO = """Memories found by meaning: the ranking suite of `bench/memory_ranking.py`
+(`bench/golden/memories.json`). 158 memories a team's agent keeps -- preferences, project facts,
+commands, people, decisions -- each written through the real `remember` (with the model present,
+so each keeps the vector its semantic check computed) on its own day over ten months, in the user's
+and the project's scopes, plus 20 facts that changed, written twice as separate memories weeks
+apart. Questions: two per memory in other words (`paraphrase`: written to avoid the memory's
+words), one in its own words (`keyword`, as an agent types search terms), 19 that ask for work a
+preference should shape without naming it (`preference`, LongMemEval's single-session-preference
+kind) and two per changed fact asking for its current value (`update`, LongMemEval's
+knowledge-update kind: hit@1 means the newer statement came first). They were written, and
+committed, before any weight was chosen; LongMemEval's own data was not used (its kinds were
+imitated here). The suite is split by memory (the first byte of the SHA-256 of its key) into a
+tune half and a held-out half: weights were chosen on the tune half alone (`--tune`), then the
+held-out half was asked once, in this run's configuration. Model: the packaged all-MiniLM-L6-v2
+int8, the one the tests obtain. `semantic` uses the recall default `min_score` 0.30; `hybrid`
+the memory weights (`bm25` 0.15 with half-score 60, `vector` 0.85, `recency` 0, a cosine of 0.15
+needed by a memory holding no query word)."""
+
+
+def render(
+    scores: Scores, updates: dict[tuple[int, str], Any], costs: Costs | None, where: Any, args: list[str]
+) -> str:
+    notes = [
+        "Generated knowledge-update suite (`bench/memory_suites.py`, the memory section's: 62 facts written "
+        "by `remember`, keys, `supersedes` and `revise`, questions in other words), asked by keyword and by "
+        "hybrid, each on a store of its own written the same way, with the model present (rate: among the fact's own versions the newest first; top: also above "
+        "every other memory):",
+        common.markdown_table(
+            ["seed", "mode", "newest first", "top hit", "`as_of`", "`as_of` top hit"],
+            [
+                [
+                    str(seed),
+                    mode,
+                    f"{u.right['now']}/{u.asked['now']}",
+                    f"{u.top1['now']}/{u.asked['now']}",
+                    f"{u.right['as_of']}/{u.asked['as_of']}",
+                    f"{u.top1['as_of']}/{u.asked['as_of']}",
+                ]
+                for (seed, mode), u in updates.items()
+            ],
+        ),
+    ]
+    if costs is not None:
+        notes.append(
+            f"What it costs (fresh processes, SQLite store, `KORG_RECALL_BACKGROUND=0`; hybrid loads the "
+            f"model, about 0.3 s of it, and embeds the query). Then {IMPORTED:,} memories imported in one "
+            f"fresh `korg-recall import` process: {costs.import_s:.1f} s wall, {costs.import_cpu_s:.1f} s CPU, "
+            f"none of it embedding (the import only starts the background indexer); the indexer's pass "
+            f"(`python -m korg_bridge.recall.indexer --memory`, here in process) embedded them in "
+            f"{costs.fill_s:.1f} s wall, {costs.fill_cpu_s:.1f} s CPU, in slices of 64 per transaction."
+        )
+        notes.append(cost_table(costs))
+    return common.section_body(
+        "Memory ranking (`bench/memory_ranking.py`)", INTRO, table(scores), where,
+        common.rerun_command(__file__, args), "\n\n".join(notes),
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone")
+    parser.add_argument("--tune", action="store_true", help="the weight grid on the tune half; prints only")
+    parser.add_argument("--no-costs", action="store_true", help="the quality tables only (about a minute)")
+    args = parser.parse_args(argv)
+    directory = os.environ.get("KORG_RECALL_MODEL_DIR", "").strip() or None
+    embedder = None
+    if directory:
+        from korg_bridge.recall.embed import load_embedder
+
+        embedder = load_embedder({"KORG_RECALL_MODEL_DIR": directory})
+    with tempfile.TemporaryDirectory(prefix="memory-ranking-bench-") as tmp:
+        home = Path(tmp)
+        env = {"HOME": str(home), "KORG_RECALL_MIRROR": "0", "KORG_RECALL_ACTOR": "agent"}
+        if directory:
+            env["KORG_RECALL_MODEL_DIR"] = directory
+        if args.tune:
+            if embedder is None:
+                parser.error("--tune needs KORG_RECALL_MODEL_DIR")
+            for key, point in tune(env, embedder)[:20]:
+                print(key, point)
+            return 0
+        where = common.machine()
+        suite = load()
+        costs = None
+        with written(env, suite) as done:
+            print("ranking: asking the questions ...", file=sys.stderr)
+            scores = ask(done, suite, embedder)
+            if directory and not args.no_costs:
+                print("ranking: fresh processes and the background pass ...", file=sys.stderr)
+                (home / "fresh").mkdir()
+                costs = measure_costs(done, home / "fresh", directory)
+        updates: dict[tuple[int, str], Any] = {}
+        import memory_bench
+
+        for seed in (memory_bench.TUNE_SEED, memory_bench.HELD_OUT_SEED):
+            print(f"ranking: knowledge updates, seed {seed} ...", file=sys.stderr)
+            updates[(seed, "keyword")] = suites.run_updates(seed, env)
+            if embedder is not None:
+                updates[(seed, "hybrid")] = updates_by_meaning(seed, env, embedder)
+    body = render(scores, updates, costs, where, [])
+    print(body)
+    if not args.no_write:
+        print(f"wrote the {SECTION} section of {common.write_section(SECTION, body)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

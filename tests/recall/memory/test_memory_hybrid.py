@@ -375,3 +375,20 @@ def test_a_tenants_recall_by_meaning_sees_its_own_memories_only(
         capsys, "--query", SHIP, "--kinds", "memory", "--mode", "semantic", "--min-score", "0"
     )
     assert memory_ids(found) == [made["id"]]
+
+
+@pytest.mark.no_store
+def test_the_ranking_suite_has_its_questions_and_a_split_by_memory_fixed_in_the_file() -> None:
+    import hashlib
+
+    from conftest import REPO
+
+    suite = json.loads((REPO / "bench" / "golden" / "memories.json").read_text(encoding="utf-8"))
+    keys = {memory["key"]: memory["half"] for memory in suite["memories"]}
+    keys.update({update["key"]: update["half"] for update in suite["updates"]})
+    assert len(suite["memories"]) >= 150 and len(keys) == len(suite["memories"]) + len(suite["updates"])
+    kinds = [question["kind"] for question in suite["questions"]]
+    assert kinds.count("paraphrase") >= 300 and kinds.count("keyword") >= 150
+    for key, half in keys.items():  # the half is the key's, never chosen by hand
+        assert half == ("tune" if hashlib.sha256(key.encode()).digest()[0] % 2 == 0 else "held-out"), key
+    assert all(keys[question["target"]] == question["half"] for question in suite["questions"])

@@ -199,10 +199,11 @@ def _meaning(
         logger.warning("korg-recall: %s; searching memories by keyword instead", exc.message)
         return None, False
     weights = dict(MEMORY_WEIGHTS)
-    if args.get("weights") is not None:
+    if args.get("weights") is not None:  # the call's weights, the memory defaults for the rest
         from korg_bridge.recall.semantic import parse_weights
 
-        weights = parse_weights(args["weights"]).to_dict()
+        parse_weights(args["weights"])
+        weights.update({key: float(value) for key, value in dict(args["weights"]).items()})
     vector = embedder.embed([str(args["query"])])[0]
     meaning = Meaning(
         wanted, vector, embedder.model_id, embedder.dim, bm25=weights["bm25"], weight_vector=weights["vector"],

@@ -183,6 +183,11 @@ def test_a_question_in_other_words_finds_the_memory_by_meaning_in_auto_and_hybri
     assert re.search(
         r'breakdown="0\.15 \* keyword match \(bm25\) 0\.00 \+ 0\.85 \* meaning \(cosine\) 0\.\d\d', out
     )
+    _, out, _ = call(capsys, "recall", "--query", SHIP, "--kinds", "memory", "--weights", '{"recency": 0.5}')
+    assert re.search(
+        r'breakdown="0\.15 \* keyword match \(bm25\) 0\.00 \+ 0\.85 \* meaning \(cosine\) 0\.\d\d \+ 0\.5 \* recency',
+        out,
+    )
 
 
 @needs_model

@@ -426,6 +426,8 @@ K = 10
 
 @dataclass(slots=True)
 class Real:
+    when: str = ""
+    """The date and the load average at the start: this block may be measured on its own."""
     model: str = ""
     embed_s: float = 0.0
     asked: int = 0
@@ -444,6 +446,7 @@ def measure_real_tenant(roles: Roles, workdir: Path, directory: str) -> Real:
     from korg_bridge.recall.memory.vectors import embed_text
 
     real = Real()
+    real.when = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}"
     embedder = load_embedder({memory_bench.MODEL_DIR_ENV: directory})
     real.model = embedder.model_id
     env = {"KORG_RECALL_TENANT": REAL_TENANT}

@@ -397,3 +397,25 @@ def test_the_ranking_suite_has_its_questions_and_a_split_by_memory_fixed_in_the_
     for key, half in keys.items():  # the half is the key's, never chosen by hand
         assert half == ("tune" if hashlib.sha256(key.encode()).digest()[0] % 2 == 0 else "held-out"), key
     assert all(keys[question["target"]] == question["half"] for question in suite["questions"])
+
+
+@needs_model
+@pytest.mark.sqlite_only("Claude Code's files are read into one person's store only")
+def test_a_memory_taken_from_claude_code_s_files_is_embedded_behind_then_found_by_meaning(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    store: Path,
+    with_model: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+    remember(capsys, "Warm-up so the store exists.", "note")
+    (project / "CLAUDE.md").write_text(DEPLOYS + "\n", encoding="utf-8")
+    found = recall_json(capsys, "--query", SHIP, "--kinds", "memory")
+    assert found["memory_mode"] == "keyword"  # taken in before the search, without a vector: 1 of 2
+    fill(store)
+    found = recall_json(capsys, "--query", SHIP, "--kinds", "memory")
+    first = found["memories"][0]
+    assert found["memory_mode"] == "hybrid" and first["source_kind"] == "instructions"
+    assert first["breakdown"]["vector"] > 0.3

@@ -238,19 +238,19 @@ GRID: dict[str, Sequence[Any]] = {
 def tune(env: Mapping[str, str], embedder: Any) -> list[tuple[tuple[float, ...], dict[str, Any]]]:
     """Hybrid on the tune half for every point of :data:`GRID`: (paraphrase hit@5, keyword hit@5,
     paraphrase hit@1, update hit@1) per point, best first. The held-out half is never asked."""
-    import korg_bridge.recall.memory.search as search
+    import korg_bridge.recall.memory.scoring as scoring
 
     suite = load()
     results: list[tuple[tuple[float, ...], dict[str, Any]]] = []
     with written(env, suite) as done:
         keyword = ask(done, suite, None, modes=("keyword",), halves=("tune",))
         floor = keyword.tally("keyword", "keyword", "tune").rate()
-        saved = search.HYBRID_HALF_SCORE
+        saved = scoring.HYBRID_HALF_SCORE
         try:
             for half, bm25, recency, tau in itertools.product(*GRID.values()):
                 if recency == 0.0 and tau != GRID["tau_days"][0]:
                     continue
-                search.HYBRID_HALF_SCORE = half
+                scoring.HYBRID_HALF_SCORE = half
                 weights = {
                     "bm25": bm25,
                     "vector": round(1 - bm25 - recency, 4),
@@ -267,7 +267,7 @@ def tune(env: Mapping[str, str], embedder: Any) -> list[tuple[tuple[float, ...],
                 )
                 results.append((key, {"half": half, **weights, "keyword_floor": floor}))
         finally:
-            search.HYBRID_HALF_SCORE = saved
+            scoring.HYBRID_HALF_SCORE = saved
     results.sort(key=lambda item: item[0], reverse=True)
     return results
 
@@ -396,7 +396,7 @@ def measure_costs(done: Written, home: Path, directory: str) -> Costs:
     source.write_text(json.dumps({"results": entries}), encoding="utf-8")
     wall, cpu, _ = runner.run("import", str(source))
     costs.import_s, costs.import_cpu_s = wall / 1000, cpu / 1000
-    from korg_bridge.recall.indexer import run_memory
+    from korg_bridge.recall.memory.backfill import run_memory
     from korg_bridge.recall.memory.store import SqliteStore
     from korg_bridge.recall.memory.vectors import coverage
 

@@ -31,11 +31,8 @@ newest first) and exits when none are left.
   spawning anything (the tests' default; ``korg-recall index`` still embeds).
 * **Memories too.** ``python -m korg_bridge.recall.indexer --memory`` embeds the
   live memories of the store its environment names (``KORG_RECALL_STORE``, and for
-  a team store the tenant) that have no vector yet
-  (:func:`~korg_bridge.recall.memory.vectors.fill_missing`), under a lock of its own
-  beside the index: ``memory-embed-<digest>.lock``, one per store and tenant, with
-  its log beside it. :func:`start_memory` spawns it the same way (``recall`` does,
-  when it sees memories without a vector; ``import`` does after writing).
+  a team store the tenant) that have no vector yet, under a lock of its own beside
+  the index: :mod:`korg_bridge.recall.memory.backfill`, spawned the same way.
 """
 
 from __future__ import annotations
@@ -61,12 +58,9 @@ __all__ = [
     "background_enabled",
     "held",
     "main",
-    "memory_indexer_running",
-    "memory_lock_path",
     "request_stop",
-    "run_memory",
+    "spawn_indexer",
     "start",
-    "start_memory",
     "state",
     "wait_idle",
 ]
@@ -105,31 +99,6 @@ def lock_path(index_path: Path) -> Path:
 
 def log_path(index_path: Path) -> Path:
     return index_path.with_name(index_path.name + ".embed.log")
-
-
-def memory_lock_path(env: Mapping[str, str]) -> Path:
-    """The memory indexer's lock for the store (and tenant) ``env`` names, beside the index: the
-    cache folder is ours, and a store's folder holds user data only.
-
-    Raises:
-        ConfigError: ``KORG_RECALL_STORE`` names a URL of another scheme.
-    """
-    import hashlib
-
-    from korg_bridge.recall.index import default_index_path
-    from korg_bridge.recall.memory.backend import location
-    from korg_bridge.recall.memory.tenancy import tenant_from
-
-    where = location(env)
-    index = (
-        Path(env["KORG_RECALL_INDEX"]).expanduser()
-        if env.get("KORG_RECALL_INDEX")
-        else default_index_path(env)
-    )
-    tenant = (tenant_from(env) or "") if where.is_url else ""
-    identity = f"{where.label}\0{tenant}"
-    digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return index.with_name(f"memory-embed-{digest}.lock")
 
 
 class Lock:
@@ -221,41 +190,16 @@ def start(index_path: Path, env: Mapping[str, str]) -> str:
         return "off"
     if held(index_path):
         return "running"
-    return _spawn(
+    return spawn_indexer(
         [str(index_path)], log_path(index_path), {**env, "KORG_RECALL_INDEX": str(index_path)}, index_path
     )
 
 
-def start_memory(env: Mapping[str, str]) -> str:
-    """Start the background indexer for the memories of the store ``env`` names unless one runs:
-    ``started``, ``running``, ``off`` or ``failed``, as :func:`start`.
-
-    Raises:
-        ConfigError: ``KORG_RECALL_STORE`` names a URL of another scheme.
-    """
-    _reap()
-    if not background_enabled(env):
-        return "off"
-    lock = memory_lock_path(env)
-    if held(lock, lock_file=lock):
-        return "running"
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        logger.warning("korg-recall: cannot make %s for the memory indexer: %s", lock.parent, exc)
-        return "failed"
-    return _spawn(["--memory"], lock.with_suffix(".log"), dict(env), lock)
-
-
-def memory_indexer_running(env: Mapping[str, str]) -> bool:
-    """True while a memory indexer runs for the store (and tenant) ``env`` names."""
-    lock = memory_lock_path(env)
-    return held(lock, lock_file=lock)
-
-
-def _spawn(args: Sequence[str], log: Path, env: Mapping[str, str], key: Path) -> str:
+def spawn_indexer(args: Sequence[str], log: Path, env: Mapping[str, str], key: Path) -> str:
     """``python -m korg_bridge.recall.indexer ARGS`` detached: its own session, stdio on /dev/null,
-    stderr appended to ``log`` (to /dev/null once it passes :data:`LOG_CAP`)."""
+    stderr appended to ``log`` (to /dev/null once it passes :data:`LOG_CAP`); ``key`` is what
+    :func:`wait_idle` knows it by. ``started`` or ``failed`` (logged)."""
+    _reap()
     try:
         too_big = log.stat().st_size > LOG_CAP
     except OSError:
@@ -465,45 +409,6 @@ def run(index_path: Path, env: Mapping[str, str]) -> int:
     return 0
 
 
-def run_memory(env: Mapping[str, str]) -> int:
-    """Embed every live memory without a vector in the store ``env`` names, under the memory lock;
-    the ``--memory`` process's body (and what a test or bench runs in process).
-
-    Returns 0 when done, when another one runs or when there is no store; 1 when the model cannot
-    be loaded.
-
-    Raises:
-        KorgError: the store cannot be opened or written.
-    """
-    from korg_bridge.recall.memory.backend import open_store, store_exists
-    from korg_bridge.recall.memory.vectors import fill_missing
-    from korg_bridge.recall.modes import shared_embedder
-
-    lock_file = memory_lock_path(env)
-    with contextlib.suppress(OSError):  # if it cannot be made, taking the lock says so
-        lock_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with Lock(lock_file, lock_file=lock_file) as lock:
-        if not lock.acquire():
-            return 0
-        if not store_exists(env):  # never creates a store
-            return 0
-        try:
-            embedder = shared_embedder(env)
-        except KorgError as exc:
-            logger.error("korg-recall memory indexer: %s", exc.message)
-            return 1
-        started = time.time()
-        with open_store(env) as store:
-            stored = fill_missing(store, embedder, budget_s=MAX_RUN_S, stop=lambda: not lock.still_ours())
-        logger.info(
-            "korg-recall memory indexer %d: %d memory version(s) embedded in %.1f s",
-            os.getpid(),
-            stored,
-            time.time() - started,
-        )
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m korg_bridge.recall.indexer INDEX`` (or ``--memory``): what :func:`start` and
     :func:`start_memory` spawn."""
@@ -517,6 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _limit_cpu()
     try:
         if args[0] == "--memory":
+            from korg_bridge.recall.memory.backfill import run_memory
+
             return run_memory(os.environ)
         return run(Path(args[0]), os.environ)
     except KorgError as exc:

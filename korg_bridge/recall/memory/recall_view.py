@@ -17,7 +17,7 @@ model is loaded once for memories and history); ``auto`` is hybrid when a model
 is on disk and at least :data:`~korg_bridge.recall.modes.AUTO_HYBRID_COVERAGE` of
 the live memories in the scopes read have a vector, else keyword with a note. When
 memories lack a vector and a model is on disk, the background indexer is started
-for them (:func:`~korg_bridge.recall.indexer.start_memory`), after the search.
+for them (:func:`~.backfill.start_memory`), after the search.
 
 **Against history.** Memories come first, as a group -- but a memory that holds no
 word of the query (found by meaning alone) never outranks a history hit that scores
@@ -274,7 +274,7 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
         section.note = exc.message
         sys.stderr.write(f"korg-recall: note: memories were not searched: {exc.message}\n")
     if lacking:  # after the search: the answer goes first
-        from korg_bridge.recall.memory.vectors import fill_later
+        from korg_bridge.recall.memory.backfill import fill_later
 
         fill_later(env)
     return section

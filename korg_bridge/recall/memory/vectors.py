@@ -12,9 +12,8 @@ every live memory version gets a vector, stored beside its model id and dimensio
 * **behind.** What was written without a model in the process -- hand edits of the
   mirror and Claude Code's files taken in before a read, imports (thousands must
   never wait for embedding), memories from before a model was installed -- is
-  embedded by the background indexer (:func:`fill_missing`, run by
-  :mod:`korg_bridge.recall.indexer`), which ``recall`` starts when it sees a live
-  memory without a vector, and ``import`` after it wrote. Reads that list memories
+  embedded by the background indexer's pass (:mod:`.backfill`), which ``recall``
+  starts when it sees a live memory without a vector, and ``import`` after it wrote. Reads that list memories
   (``memories``, the session brief) never load a model.
 * **read.** :mod:`.search` ranks by meaning with :meth:`~.backend.VectorStore.nearest_rows`
   and :meth:`~.backend.VectorStore.cosines_of`; ``auto`` does so once
@@ -30,29 +29,24 @@ pgvector ``halfvec`` columns searched through an HNSW index (:mod:`.pg.vectors`)
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import KorgError
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.embed import Embedder
     from korg_bridge.recall.memory.backend import Store, Tx
 
 __all__ = [
     "EMBED_MISSING_MAX",
     "NEAREST",
-    "SLICE_ROWS",
     "SQLITE_VECTORS",
     "MemoryCoverage",
     "Semantic",
     "SqliteVectors",
     "coverage",
     "embed_heads",
-    "fill_later",
-    "fill_missing",
     "semantic_check",
     "vector_stats",
 ]
@@ -65,9 +59,6 @@ on two cores; the rest are embedded by later writes or the background indexer.""
 NEAREST = 32
 """Memories of the scope whose cosine a write needs at least: the write policy looks at its
 10 closest above 0.80 (policy.CANDIDATES), so 32 leaves room."""
-SLICE_ROWS = 64
-"""Memories the background pass embeds per transaction: well under a second of model time, so a
-kill loses little and a writer waits little for the store."""
 
 
 @dataclass(slots=True)
@@ -193,74 +184,6 @@ def embed_heads(store: Store, env: Mapping[str, str], ids: Sequence[str]) -> str
     return None
 
 
-def fill_later(env: Mapping[str, str]) -> str | None:
-    """Start the background indexer for the memories of the store ``env`` names, when a model is
-    on disk (after writes that embedded nothing: an import, hand edits taken in before a recall).
-    Never raises; returns what :func:`~korg_bridge.recall.indexer.start_memory` said, or None."""
-    from korg_bridge.recall.embed import model_available
-
-    if not model_available(env):
-        return None
-    from korg_bridge.recall.indexer import start_memory
-
-    try:
-        return start_memory(env)
-    except KorgError as exc:
-        logger.info("memory vectors: the background indexer was not started: %s", exc.message)
-        return None
-
-
-_STILL_MISSING = (
-    "SELECT m.rowid FROM memory m WHERE m.rowid IN ({marks}) AND m.superseded_by IS NULL "
-    "AND m.state IN ('live', 'pending') AND NOT EXISTS "
-    "(SELECT 1 FROM memory_vectors v WHERE v.row = m.rowid AND v.model_id = ? AND v.dim = ?)"
-)
-
-
-def fill_missing(
-    store: Store,
-    embedder: Embedder,
-    *,
-    budget_s: float | None = None,
-    stop: Callable[[], bool] | None = None,
-    slice_rows: int = SLICE_ROWS,
-) -> int:
-    """Embed every live or pending head without a vector for ``embedder``'s model, newest first,
-    a slice per transaction; return how many were stored. With ``budget_s`` no slice starts
-    after that many seconds; ``stop()`` is asked before each slice.
-
-    A row that changed meanwhile (superseded, purged) or that another process embedded is
-    left as it is: the slice's transaction looks again before it stores anything.
-
-    Raises:
-        KorgError: the store cannot be read or written.
-    """
-    started = time.monotonic()
-    stored = 0
-    skipped: set[int] = set()
-    while True:
-        if (budget_s is not None and time.monotonic() - started >= budget_s) or (stop is not None and stop()):
-            break
-        with store.reading() as tx:
-            found = tx.vectors.missing(tx, None, embedder.model_id, embedder.dim, slice_rows + len(skipped))
-        rows = [row for row in found if row[0] not in skipped][:slice_rows]
-        if not rows:
-            break
-        computed = embedder.embed([embed_text(title, body) for _, title, body in rows])
-        wanted = {rowid: computed[position] for position, (rowid, _, _) in enumerate(rows)}
-        with store.write() as tx:
-            marks = ", ".join("?" * len(wanted))
-            sql = _STILL_MISSING.format(marks=marks)
-            still = {int(row[0]) for row in tx.execute(sql, (*wanted, embedder.model_id, embedder.dim))}
-            for rowid, vector in wanted.items():
-                if rowid in still:
-                    tx.vectors.put(tx, rowid, embedder.model_id, embedder.dim, vector)
-                    stored += 1
-                else:
-                    skipped.add(rowid)
-    return stored
-
-
 # --- how much is embedded ---------------------------------------------------------------------
 
 
@@ -306,7 +229,7 @@ def coverage(tx: Tx, env: Mapping[str, str], scopes: Sequence[str] | None = None
 def vector_stats(store: Store, env: Mapping[str, str]) -> dict[str, Any] | None:
     """What ``stats`` shows of the memories' vectors: coverage for the configured model, and
     whether the background indexer runs; None without a model on disk."""
-    from korg_bridge.recall.indexer import memory_indexer_running
+    from korg_bridge.recall.memory.backfill import memory_indexer_running
 
     with store.reading() as tx:
         found = coverage(tx, env)

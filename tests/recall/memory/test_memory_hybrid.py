@@ -65,7 +65,7 @@ def memory_ids(found: dict[str, Any]) -> list[str]:
 
 def fill(store: Path | PgTarget) -> None:
     """What the background indexer does, in this process: embed every live memory lacking a vector."""
-    from korg_bridge.recall.indexer import run_memory
+    from korg_bridge.recall.memory.backfill import run_memory
 
     assert run_memory(dict(os.environ)) == 0
 
@@ -346,7 +346,8 @@ def test_the_background_indexer_embeds_the_memories_a_recall_found_without_a_vec
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from korg_bridge.recall.indexer import memory_lock_path, wait_idle
+    from korg_bridge.recall.indexer import wait_idle
+    from korg_bridge.recall.memory.backfill import memory_lock_path
 
     remember(capsys, "Warm-up so the store exists.", "note")
     mem0 = tmp_path / "mem0.json"

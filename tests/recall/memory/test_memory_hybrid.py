@@ -291,7 +291,7 @@ def test_a_memory_found_by_meaning_alone_never_outranks_matching_history(
 
 @needs_model
 @pytest.mark.sqlite_only("the mirror is a SQLite store's folder")
-def test_a_hand_edit_is_searched_by_its_keywords_until_the_indexer_embeds_it(
+def test_a_hand_edit_is_found_through_its_lineage_s_vector_until_the_indexer_embeds_it(
     capsys: pytest.CaptureFixture[str], project: Path, store: Path, with_model: None
 ) -> None:
     made = remember(capsys, "The standup is at 9:30.")

@@ -8,6 +8,7 @@
     python bench/memory_bench.py --imports-only  # the import rows only (~3 min)
     python bench/memory_bench.py --safety    # the written corpora only (~1 min); records their section
     python bench/memory_bench.py --quality --store-url postgresql://…  # the suites on a team store
+    python bench/memory_bench.py --ranking   # memories by meaning: bench/memory_ranking.py (its own section)
 
 1. **Latency**, each a fresh ``korg-recall`` process as the bridge runs it per
    tool call, keyword only (no embedding model in the environment): ``remember``
@@ -985,7 +986,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the written corpora of tests/data (~1 min); records their own section of docs/benchmarks.md",
     )
+    parser.add_argument(
+        "--ranking",
+        action="store_true",
+        help="the memory ranking suite (bench/memory_ranking.py: keyword, semantic and hybrid on "
+        "bench/golden/memories.json, with KORG_RECALL_MODEL_DIR); records its own section",
+    )
     args = parser.parse_args(argv)
+    if args.ranking:
+        import memory_ranking
+
+        return memory_ranking.main(["--no-write"] if args.no_write else [])
     if args.store_url and not (args.quality or args.safety):
         parser.error("--store-url goes with --quality or --safety (the latency rows are the SQLite store's)")
     if args.context_only:

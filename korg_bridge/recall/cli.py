@@ -252,6 +252,8 @@ def recall(args: dict[str, Any]) -> int:
             }
         )
     nothing = bool(sources) and len(missing) == len(sources)
+    if memory is not None:
+        memory.settle(hits)  # a memory found by meaning alone never outranks better history hits
     if args.get("json"):
         answer = {
             "mode": used,
@@ -263,13 +265,16 @@ def recall(args: dict[str, Any]) -> int:
         if missing:
             answer["missing_sources"] = [str(path) for path in missing]
         if memory is not None:
-            answer.update(memory_scopes=memory.scopes, memories=memory.records())
+            answer.update(memory_mode=memory.mode, memory_scopes=memory.scopes, memories=memory.records())
         _print_json(answer)
         return 0
-    if memory is not None and memory.hits:
-        sys.stdout.write(memory.header(used, len(hits)) + "\n" + memory.blocks() + "\n")
-        if hits:
-            sys.stdout.write("\n".join(lines) + "\n")
+    if memory is not None and (memory.hits or memory.below):
+        sys.stdout.write(memory.header(used, len(hits)) + "\n")
+        sys.stdout.write(
+            "".join(
+                part + "\n" for part in (memory.blocks(), "\n".join(lines), memory.blocks_below()) if part
+            )
+        )
         if nothing:
             sys.stdout.write(
                 f"[recall] no history found: {', '.join(map(str, missing))}; searched no history.\n"
@@ -292,6 +297,8 @@ def recall(args: dict[str, Any]) -> int:
         sys.stdout.write(
             f"[recall] {embedding['not_embedded']:,} event(s) not embedded yet ({how}); {_continues(embedding)}\n"
         )
+    if memory is not None and memory.mode_note:
+        sys.stdout.write(f"[recall] {memory.mode_note}.\n")
     if redacted:
         sys.stdout.write(f"[recall] {redacted} secret(s) redacted.\n")
     return 0

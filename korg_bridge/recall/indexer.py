@@ -29,6 +29,10 @@ newest first) and exits when none are left.
   to :data:`STOP_WAIT_S` for the lock, and holds it while it embeds.
 * **Off switch.** ``KORG_RECALL_BACKGROUND=0`` keeps :func:`start` from
   spawning anything (the tests' default; ``korg-recall index`` still embeds).
+* **Memories too.** ``python -m korg_bridge.recall.indexer --memory`` embeds the
+  live memories of the store its environment names (``KORG_RECALL_STORE``, and for
+  a team store the tenant) that have no vector yet, under a lock of its own beside
+  the index: :mod:`korg_bridge.recall.memory.backfill`, spawned the same way.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ __all__ = [
     "held",
     "main",
     "request_stop",
+    "spawn_indexer",
     "start",
     "state",
     "wait_idle",
@@ -103,10 +108,11 @@ def log_path(index_path: Path) -> Path:
 
 
 class Lock:
-    """The exclusive ``flock`` on ``<index>.embed.lock`` an indexer (or ``index``) embeds under."""
+    """The exclusive ``flock`` on ``<index>.embed.lock`` an indexer (or ``index``) embeds under
+    (``lock_file``: another lock file, such as a memory indexer's)."""
 
-    def __init__(self, index_path: Path) -> None:
-        self.path = lock_path(index_path)
+    def __init__(self, index_path: Path, *, lock_file: Path | None = None) -> None:
+        self.path = lock_file or lock_path(index_path)
         self._fd: int | None = None
 
     def acquire(self, timeout: float = 0.0) -> bool:
@@ -159,10 +165,10 @@ class Lock:
         self.release()
 
 
-def held(index_path: Path) -> bool:
+def held(index_path: Path, *, lock_file: Path | None = None) -> bool:
     """True while some process holds the embedding lock (an indexer runs, or ``index`` embeds)."""
     try:
-        fd = os.open(lock_path(index_path), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(lock_file or lock_path(index_path), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return False
     try:
@@ -190,7 +196,16 @@ def start(index_path: Path, env: Mapping[str, str]) -> str:
         return "off"
     if held(index_path):
         return "running"
-    log = log_path(index_path)
+    return spawn_indexer(
+        [str(index_path)], log_path(index_path), {**env, "KORG_RECALL_INDEX": str(index_path)}, index_path
+    )
+
+
+def spawn_indexer(args: Sequence[str], log: Path, env: Mapping[str, str], key: Path) -> str:
+    """``python -m korg_bridge.recall.indexer ARGS`` detached: its own session, stdio on /dev/null,
+    stderr appended to ``log`` (to /dev/null once it passes :data:`LOG_CAP`); ``key`` is what
+    :func:`wait_idle` knows it by. ``started`` or ``failed`` (logged)."""
+    _reap()
     try:
         too_big = log.stat().st_size > LOG_CAP
     except OSError:
@@ -201,13 +216,12 @@ def start(index_path: Path, env: Mapping[str, str]) -> str:
         (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
         (os.POSIX_SPAWN_OPEN, 2, stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
     ]
-    argv = [sys.executable, "-m", "korg_bridge.recall.indexer", str(index_path)]
-    child_env = {**env, "KORG_RECALL_INDEX": str(index_path)}
+    argv = [sys.executable, "-m", "korg_bridge.recall.indexer", *args]
     try:
         pid = os.posix_spawn(
             sys.executable,
             argv,
-            child_env,
+            dict(env),
             file_actions=actions,
             setsid=True,
             setsigdef=(signal.SIGINT, signal.SIGTERM, signal.SIGPIPE),
@@ -215,7 +229,7 @@ def start(index_path: Path, env: Mapping[str, str]) -> str:
     except (OSError, NotImplementedError, ValueError) as exc:
         logger.warning("korg-recall: cannot start the background indexer (%s); run `korg-recall index`", exc)
         return "failed"
-    _spawned[pid] = index_path
+    _spawned[pid] = key
     return "started"
 
 
@@ -259,17 +273,19 @@ def request_stop(index: Any, value: bool) -> None:
             conn.execute("DELETE FROM meta WHERE key = ?", (_META_STOP,))
 
 
-def wait_idle(index_path: Path, timeout: float) -> bool:
+def wait_idle(index_path: Path, timeout: float, *, lock_file: Path | None = None) -> bool:
     """Wait until no process holds the embedding lock and the indexers this process spawned for
-    the index have exited (and are reaped); False if the lock is still held after ``timeout``."""
+    the index (or ``lock_file``: a memory indexer's) have exited (and are reaped); False if the
+    lock is still held after ``timeout``."""
+    key = lock_file or index_path
     deadline = time.monotonic() + timeout
     while True:
         _reap()
-        mine = [pid for pid, path in _spawned.items() if path == index_path]
-        if not held(index_path) and not mine:
+        mine = [pid for pid, path in _spawned.items() if path == key]
+        if not held(index_path, lock_file=lock_file) and not mine:
             return True
         if time.monotonic() >= deadline:
-            return not held(index_path)
+            return not held(index_path, lock_file=lock_file)
         time.sleep(POLL_S)
 
 
@@ -400,16 +416,21 @@ def run(index_path: Path, env: Mapping[str, str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m korg_bridge.recall.indexer INDEX``: what :func:`start` spawns."""
+    """``python -m korg_bridge.recall.indexer INDEX`` (or ``--memory``): what :func:`start` and
+    :func:`start_memory` spawn."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        sys.stderr.write("usage: python -m korg_bridge.recall.indexer INDEX\n")
+        sys.stderr.write("usage: python -m korg_bridge.recall.indexer INDEX|--memory\n")
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(message)s")
     with contextlib.suppress(OSError):
         os.nice(NICE)
     _limit_cpu()
     try:
+        if args[0] == "--memory":
+            from korg_bridge.recall.memory.backfill import run_memory
+
+            return run_memory(os.environ)
         return run(Path(args[0]), os.environ)
     except KorgError as exc:
         logger.error("korg-recall indexer: %s", exc.message)

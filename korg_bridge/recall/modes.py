@@ -37,6 +37,7 @@ __all__ = [
     "load_for_mode",
     "missing_model_message",
     "resolve_mode",
+    "shared_embedder",
 ]
 
 logger = logging.getLogger(__name__)
@@ -111,16 +112,36 @@ def missing_model_message(mode: str, env: Mapping[str, str]) -> str:
     return f"mode {mode!r} needs a local embedding model; run `{embed.PULL_FIX}`"
 
 
+_LOADED: dict[tuple[str, str, str], Embedder] = {}
+"""Models this process loaded, by id, directory and file: a recall ranks memories and history
+with one session, and a write embeds its text and its neighbours with one."""
+
+
+def shared_embedder(env: Mapping[str, str]) -> Embedder:
+    """The model ``env`` selects, loaded once per process.
+
+    Raises:
+        DependencyMissing: as :func:`~korg_bridge.recall.embed.load_embedder`.
+    """
+    from korg_bridge.recall.embed import load_embedder, resolve_model
+
+    spec = resolve_model(env)
+    key = ("", "", "") if spec is None else (spec.model_id, str(spec.directory), spec.model_file)
+    found = _LOADED.get(key)
+    if found is None:
+        found = load_embedder(env)  # raises for a missing model, naming the fix
+        _LOADED[key] = found
+    return found
+
+
 def load_for_mode(requested: str, used: str, env: Mapping[str, str]) -> tuple[Embedder | None, str]:
     """Load the model for ``used``; under ``auto`` a model that fails to load means keyword search.
 
     Raises:
         DependencyMissing: the model cannot be loaded and semantic or hybrid was asked for explicitly.
     """
-    from korg_bridge.recall.embed import load_embedder
-
     try:
-        return load_embedder(env), used
+        return shared_embedder(env), used
     except DependencyMissing as exc:
         if requested != "auto":
             raise

@@ -107,8 +107,28 @@ class FullText(Protocol):
 class VectorStore(Protocol):
     """Embeddings of version rows, beside their model id and dimension (models never mix)."""
 
-    def missing(self, tx: Tx, scope: str, model_id: str, dim: int, limit: int) -> list[tuple[int, str, str]]:
-        """``(rowid, title, body)`` of live or pending heads of ``scope`` without a vector, newest first."""
+    def missing(
+        self, tx: Tx, scope: str | None, model_id: str, dim: int, limit: int
+    ) -> list[tuple[int, str, str]]:
+        """``(rowid, title, body)`` of live or pending heads of ``scope`` (None: of every scope)
+        without a vector, newest first."""
+        ...
+
+    def coverage(self, tx: Tx, scopes: Sequence[str] | None, model_id: str, dim: int) -> tuple[int, int]:
+        """``(live heads, of them with a vector)`` in ``scopes`` (None: every scope)."""
+        ...
+
+    def nearest_rows(
+        self, tx: Tx, where: str, params: Sequence[object], model_id: str, dim: int, vector: Any, limit: int
+    ) -> list[tuple[int, float]]:
+        """``(rowid, cosine)`` of the ``limit`` rows closest to ``vector`` among those with a vector
+        that match ``where`` (a condition on ``m``, built by the caller from constants), closest first."""
+        ...
+
+    def cosines_of(
+        self, tx: Tx, rowids: Sequence[int], model_id: str, dim: int, vector: Any
+    ) -> dict[int, float]:
+        """The cosine of ``vector`` with each of ``rowids`` that has a vector."""
         ...
 
     def put(self, tx: Tx, rowid: int, model_id: str, dim: int, vector: Any) -> None:

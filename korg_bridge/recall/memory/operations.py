@@ -35,7 +35,7 @@ from korg_bridge.recall.memory.records import Version, check_id, iso, user_time
 from korg_bridge.recall.memory.rows import add_link, head, pending_proposal, supersede, update_head
 from korg_bridge.recall.memory.scopes import ENV_WRITES, Context
 from korg_bridge.recall.memory.sync import sync_mirror
-from korg_bridge.recall.memory.vectors import embed_text, semantic_check, store_vector
+from korg_bridge.recall.memory.vectors import embed_heads, embed_text, semantic_check, store_vector
 from korg_bridge.recall.memory.writes import add_version, apply_decision, finish, live_count
 
 if TYPE_CHECKING:
@@ -287,6 +287,7 @@ def revise(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, Any
             now=ctx.now,
         )
     checks = {**text_checks, **finish(store, ctx, ids=[memory_id], problems=problems)}
+    embed_heads(store, ctx.env, [memory_id])  # its vector, when a model is present (never fails the write)
     result = {
         "id": memory_id,
         "version": version.version,
@@ -330,6 +331,7 @@ def restore(store: Store, ctx: Context, memory_id: str) -> dict[str, Any]:
             now=ctx.now,
         )
     checks = finish(store, ctx, ids=[memory_id], problems=problems)
+    embed_heads(store, ctx.env, [memory_id])  # the vector its text had before, or a new one
     return {
         "id": memory_id,
         "version": version.version,

@@ -1,24 +1,20 @@
 """Finding memories: ranked hits with their score breakdown, and ``forget``'s exact matching.
 
-:func:`search_memories` is what ``recall`` over memories builds on: BM25 over the
-store's keyword index (:class:`~.backend.FullText`: user words reach it only as
-quoted terms), restricted to the given scopes, showing lineage heads by default --
-or older versions too (``include_superseded``), or what held at a past time
-(``as_of``). Every version is matched, and a lineage ranks by its best-matching
-one: a revision that words a fact differently is still about what its older
-wording names. A hit's
-score is its relevance (its BM25 over the best hit's, so a memory that matches
-more, or rarer, words of the query keeps its lead) times decay times use,
-bounded, so decay only ranks and never hides:
-``decay = 1 - 0.2·(1 - exp(-age_days/180))`` (0.8 at the least; 1 for pinned
-memories and types ``user``/``feedback``), ``use = 1 + min(0.3, 0.1·ln(1 +
-use_count))``.
+:func:`search_memories` is what ``recall`` over memories builds on, restricted to the
+given scopes, showing lineage heads by default -- or older versions too
+(``include_superseded``), or what held at a past time (``as_of``). Every version is
+matched, and a lineage ranks by its best-matching one: a revision that words a fact
+differently is still about what its older wording names.
+
+**Scores** -- keyword, hybrid or semantic, with their breakdown -- are :mod:`.scoring`'s: this
+module finds the candidates (the best keyword rows, the closest rows by meaning) and the version
+each lineage shows, and orders the scored hits.
 
 Knowledge changes, and the newest statement of a fact should come first even
 when an older one words it closer to the query. Two rules do that, both measured
 on the knowledge-update suite of ``bench/memory_bench.py``:
 
-* hits that match exactly the same words of the query, within
+* hits that match exactly the same words of the query (at least one), within
   :data:`TIE_BAND` of each other's score, are one tie: the newest (by
   ``valid_from``, else ``recorded_at``) goes first;
 * lineages joined by a ``similar`` link are ranked together: the newer first,
@@ -33,86 +29,38 @@ the two-step ``forget`` confirms.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from korg_bridge.recall.fts import STOPWORDS, query_terms
-from korg_bridge.recall.memory.claude_records import source_kind
-from korg_bridge.recall.memory.records import Version, age_days, iso
+from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.rows import head, lineage, select_versions
-from korg_bridge.recall.memory.safety import age_label, render_block
+from korg_bridge.recall.memory.scoring import MEMORY_WEIGHTS, Candidate, Meaning, MemoryHit, score
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Tx
 
 __all__ = [
     "FORGET_MAX",
+    "MEMORY_WEIGHTS",
+    "Meaning",
     "MemoryHit",
     "forget_matches",
     "match_where",
     "search_memories",
 ]
 
-DECAY_WEIGHT = 0.2
-"""How much age can take off a score (decay is at least 1 - this): enough to order equals by
-recency, too little to put a fresh memory that barely matches above an old one that matches well.
-Measured on the knowledge-update suite (0.1-0.3 score within a point; 0.5 loses three)."""
-DECAY_TAU_DAYS = 180.0
 TIE_BAND = 0.7
 """Hits matching the same query words count as a tie, newest first, within this ratio of scores."""
-USE_CAP = 0.3
-NO_DECAY_TYPES = frozenset({"user", "feedback"})
 ORDER_WINDOW = 64
 """Best-scored hits that ties and similar links may reorder (far above any useful ``top_n``)."""
 _EDGE_PUNCTUATION = "\"'`.,;:!?()[]{}<>"
 RANK_WINDOW = 500
-"""Best BM25 rows ranked in Python (decay, use, links): far above any useful ``top_n``."""
+"""Best BM25 rows ranked in Python (decay, links): far above any useful ``top_n``."""
+VECTOR_WINDOW = 100
+"""Closest rows by meaning fed to hybrid and semantic ranking (4 x top_n when larger)."""
 FORGET_MAX = 50
 """Memories one ``forget(query)`` may act on; more must be narrowed down first."""
-
-
-@dataclass(slots=True)
-class MemoryHit:
-    """One memory found: the version shown, its score and how the score was made."""
-
-    version: Version
-    score: float
-    breakdown: dict[str, float | None]
-    current: bool = True
-    """False for an older version (``include_superseded``, or ``as_of`` before the latest)."""
-    older_than: str | None = None
-    """Id of a newer, similar memory that also matched: this one may be out of date."""
-
-    def to_dict(self, now: float) -> dict[str, Any]:
-        v = self.version
-        return {
-            "id": v.id,
-            "version": v.version,
-            "type": v.type,
-            "scope": v.scope,
-            "title": v.title,
-            "age": age_label(v.recorded_at, now),
-            "recorded_at": v.recorded_at,
-            "actor": v.actor,
-            "trust": v.trust,
-            "state": v.state,
-            "source_kind": source_kind(v.source),
-            "current": self.current,
-            "older_than": self.older_than,
-            "score": round(self.score, 4),
-            "breakdown": self.breakdown,
-        }
-
-    def render(self, now: float) -> str:
-        """The hit as a delimited ``<memory …>`` block (see :func:`~.safety.render_block`)."""
-        extra: dict[str, object] = {}
-        if not self.current:
-            extra["superseded"] = "true"
-        if self.older_than:
-            extra["older_than"] = self.older_than
-        return render_block(self.version, now, extra)
 
 
 def match_where(scope_count: int, type_count: int, *, heads_only: bool) -> str:
@@ -125,16 +73,6 @@ def match_where(scope_count: int, type_count: int, *, heads_only: bool) -> str:
     if heads_only:
         clauses.append("m.superseded_by IS NULL")
     return " AND ".join(clauses)
-
-
-def _factors(version: Version, now: float) -> tuple[float, float]:
-    if version.pinned or version.type in NO_DECAY_TYPES:
-        decay = 1.0
-    else:
-        fresh = math.exp(-age_days(version.recorded_at, now) / DECAY_TAU_DAYS)
-        decay = 1.0 - DECAY_WEIGHT * (1.0 - fresh)
-    use = 1.0 + min(USE_CAP, 0.1 * math.log1p(max(0, version.use_count)))
-    return decay, use
 
 
 def _effective_at(versions: Sequence[Version], at: str) -> Version | None:
@@ -154,6 +92,85 @@ def _effective_at(versions: Sequence[Version], at: str) -> Version | None:
     return chosen
 
 
+def _evidence(
+    conn: Tx, terms: Sequence[str], where: str, params: Sequence[object], meaning: Meaning | None, top_n: int
+) -> tuple[dict[int, float], dict[int, float], set[int]]:
+    """BM25 of the rows matching a query word (none in semantic mode), the cosine of every such
+    row and of the closest rows by meaning (none without ``meaning``), and which rows hold every word."""
+    raw: dict[int, float] = {}
+    if terms and (meaning is None or meaning.mode == "hybrid"):
+        raw = dict(conn.text.ranked(conn, terms, where=where, params=params, limit=RANK_WINDOW))
+    cosines: dict[int, float] = {}
+    complete: set[int] = set()
+    if meaning is not None:
+        window = max(VECTOR_WINDOW, 4 * top_n)
+        vector, model, dim = meaning.vector, meaning.model_id, meaning.dim
+        cosines.update(conn.vectors.nearest_rows(conn, where, params, model, dim, vector, window))
+        unknown = [rowid for rowid in raw if rowid not in cosines]
+        cosines.update(conn.vectors.cosines_of(conn, unknown, model, dim, vector))
+        if raw and len(terms) > 1:
+            condition, extra = conn.text.condition(terms, every=True)
+            marks = ", ".join("?" * len(raw))
+            sql = f"SELECT m.rowid FROM memory m WHERE m.rowid IN ({marks}) AND {condition}"
+            complete = {int(row[0]) for row in conn.execute(sql, (*raw, *extra))}
+        elif raw:
+            complete = set(raw)
+    return raw, cosines, complete
+
+
+def _best(values: Sequence[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return max(known) if known else None
+
+
+def _candidates(
+    conn: Tx,
+    found: Sequence[Version],
+    raw: dict[int, float],
+    cosines: dict[int, float],
+    complete: set[int],
+    *,
+    as_of: float | None,
+    include_superseded: bool,
+    now: float,
+) -> list[Candidate]:
+    """The versions to show -- per lineage its head, or what held ``as_of``; or every version found
+    (``include_superseded``) -- each with the best evidence among the versions it stands for."""
+    now_iso = iso(now)
+    out: list[Candidate] = []
+    if include_superseded and as_of is None:
+        for version in found:
+            if version.is_head and (version.state != "live" or (version.expires_at or "~") <= now_iso):
+                continue
+            rowid = version.rowid or 0
+            out.append(
+                Candidate(
+                    version, raw.get(rowid, 0.0), cosines.get(rowid), version.is_head, rowid in complete
+                )
+            )
+        return out
+    rows_of: dict[str, list[Version]] = {}
+    for version in found:
+        rows_of.setdefault(version.id, []).append(version)
+    for memory_id, versions in rows_of.items():
+        rowids = [v.rowid or 0 for v in versions]
+        best_raw = max(raw.get(rowid, 0.0) for rowid in rowids)
+        best_cosine = _best([cosines.get(rowid) for rowid in rowids])
+        whole = any(rowid in complete for rowid in rowids)
+        if as_of is not None:
+            every = lineage(conn, memory_id)
+            effective = _effective_at(every, iso(as_of))
+            if effective is not None:
+                newest = max(v.version for v in every if v.state != "pending")
+                out.append(Candidate(effective, best_raw, best_cosine, effective.version == newest, whole))
+            continue
+        latest = next((v for v in versions if v.is_head), None) or head(conn, memory_id)
+        if latest is None or latest.state != "live" or (latest.expires_at or "~") <= now_iso:
+            continue
+        out.append(Candidate(latest, best_raw, best_cosine, True, whole))
+    return out
+
+
 def search_memories(
     conn: Tx,
     query: str,
@@ -165,74 +182,34 @@ def search_memories(
     include_superseded: bool = False,
     top_n: int = 10,
     now: float,
+    meaning: Meaning | None = None,
 ) -> list[MemoryHit]:
     """Memories matching ``query`` in ``scopes``, best first, at most ``top_n``.
 
     By default only current, live, unexpired heads. ``include_superseded`` adds older
     versions (``current=False``); ``as_of`` (epoch seconds) shows per lineage the version
-    that held then. ``breakdown`` = ``{bm25, vector, relevance, decay, use, total}``
-    (``vector`` is None: keyword only in this phase).
+    that held then. Without ``meaning`` the ranking is by keywords; with it, ``hybrid`` or
+    ``semantic`` (see the module docstring). ``breakdown`` = ``{bm25, vector, recency,
+    pinned, decay, total}`` (None for a part the mode does not use).
     """
     terms = query_terms(query)
-    if not terms or not scopes:
+    if not scopes or not (terms if meaning is None else query.strip()):
         return []
     # Every version is searched, even when only heads are shown: a lineage is one fact, and a
     # revision that words it differently ("release 3.8" for "version 3.5") is still about what the
     # older wording names. A lineage ranks by its best-matching version and shows its head.
     where = match_where(len(scopes), len(types), heads_only=False)
-    rows = conn.text.ranked(conn, terms, where=where, params=(*scopes, *types), limit=RANK_WINDOW)
-    if not rows:
+    raw, cosines, complete = _evidence(conn, terms, where, (*scopes, *types), meaning, top_n)
+    rowids = list(dict.fromkeys([*raw, *cosines]))
+    if not rowids:
         return []
-    ranks = dict(rows)
-    marks = ", ".join("?" * len(ranks))
-    found = select_versions(conn, f"rowid IN ({marks})", tuple(ranks))
-    now_iso = iso(now)
-    chosen: list[tuple[Version, float, bool]] = []
-    if as_of is not None:
-        at = iso(as_of)
-        best: dict[str, float] = {}
-        for version in found:
-            best[version.id] = max(best.get(version.id, 0.0), ranks[version.rowid or 0])
-        for memory_id, raw in best.items():
-            versions = lineage(conn, memory_id)
-            effective = _effective_at(versions, at)
-            if effective is not None:
-                newest = max(v.version for v in versions if v.state != "pending")
-                chosen.append((effective, raw, effective.version == newest))
-    elif include_superseded:
-        for version in found:
-            if version.is_head and (version.state != "live" or (version.expires_at or "~") <= now_iso):
-                continue
-            chosen.append((version, ranks[version.rowid or 0], version.is_head))
-    else:
-        best_of: dict[str, float] = {}
-        heads: dict[str, Version] = {}
-        for version in found:
-            best_of[version.id] = max(best_of.get(version.id, 0.0), ranks[version.rowid or 0])
-            if version.is_head:
-                heads[version.id] = version
-        for memory_id, raw in best_of.items():
-            latest = heads.get(memory_id) or head(conn, memory_id)
-            if latest is None or latest.state != "live" or (latest.expires_at or "~") <= now_iso:
-                continue
-            chosen.append((latest, raw, True))
-    hits: list[MemoryHit] = []
+    found = select_versions(conn, f"rowid IN ({', '.join('?' * len(rowids))})", tuple(rowids))
+    chosen = _candidates(
+        conn, found, raw, cosines, complete, as_of=as_of, include_superseded=include_superseded, now=now
+    )
     wanted_tags = set(tags)
-    chosen = [c for c in chosen if not wanted_tags or wanted_tags & set(c[0].tags)]
-    top = max((raw for _, raw, _ in chosen), default=0.0)
-    for version, raw, current in chosen:
-        relevance = raw / top if top > 0 else 0.0
-        decay, use = _factors(version, now)
-        total = relevance * decay * use
-        breakdown: dict[str, float | None] = {
-            "bm25": round(raw, 4),
-            "vector": None,
-            "relevance": round(relevance, 4),
-            "decay": round(decay, 4),
-            "use": round(use, 4),
-            "total": round(total, 4),
-        }
-        hits.append(MemoryHit(version, total, breakdown, current))
+    chosen = [c for c in chosen if not wanted_tags or wanted_tags & set(c.version.tags)]
+    hits = score(chosen, meaning, now)
     hits.sort(key=lambda hit: (-hit.score, hit.version.id, -hit.version.version))
     # Ties and links reorder the best hits only: what they move lands in the first places, and
     # finding which words 500 rows match costs more than the whole search.
@@ -299,7 +276,12 @@ def _newest_of_ties(hits: list[MemoryHit], matched: dict[int, frozenset[str]]) -
     for index, hit in enumerate(hits):
         if index in placed:
             continue
-        bucket = buckets[matched.get(hit.version.rowid or 0, frozenset())]
+        words = matched.get(hit.version.rowid or 0, frozenset())
+        if not words:  # found by meaning alone: no words to say it states the same fact
+            placed.add(index)
+            out.append(hit)
+            continue
+        bucket = buckets[words]
         tie = [j for j in bucket if j not in placed and hits[j].score >= TIE_BAND * hit.score]
         tie.sort(key=lambda j: (_start(hits[j].version), hits[j].version.version), reverse=True)
         for j in tie:

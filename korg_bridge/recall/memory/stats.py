@@ -122,6 +122,9 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             )
             # Claude Code's folders are read into one person's store only (see claude_scan).
             claude = claude_summary(conn) if store.kind == "sqlite" else None
+        from korg_bridge.recall.memory.vectors import vector_stats
+
+        vectors = vector_stats(store, env)  # with a model on disk: how many live memories have a vector
     over = {scope: count for scope, count in figures["by_scope"].items() if count > SCOPE_SOFT_CAP}
     result: dict[str, Any] = {"store": store.label, "exists": True, **own, **figures}
     result["soft_cap"] = {"per_scope": SCOPE_SOFT_CAP, "over": over}
@@ -136,4 +139,6 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             "skipped": _first(claude["skipped"]),
             "folders_without_project": _first(claude["folders_without_project"]),
         }
+    if vectors is not None:
+        result["vectors"] = vectors
     return result

@@ -144,6 +144,9 @@ def import_cmd(args: dict[str, Any]) -> int:
     prepared = prepare_import(read_source(str(args["path"])), ctx, args.get("scope"))  # no store yet
     with open_store(ctx.env) as store:
         result = apply_import(store, ctx, prepared)
+    from korg_bridge.recall.memory.backfill import fill_later
+
+    fill_later(ctx.env)  # imported memories are embedded in the background, never while importing
     sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     return 0
 

@@ -90,9 +90,8 @@ def test_memories_come_first_as_blocks_then_history_hits_in_their_usual_lines(
     )
     assert (shown["scope"], shown["trust"]) == (f"project:{project}", "trusted")
     assert re.fullmatch(r"\d+m", shown["age"]) and float(shown["score"]) >= 0
-    assert re.fullmatch(
-        r"bm25 [\d.]+: relevance [\d.]+ \* decay [\d.]+ \* use [\d.]+ = [\d.]+", shown["breakdown"]
-    )
+    assert re.fullmatch(r"keyword match \(bm25\) 0\.\d\d \* age decay 1\.00 = 0\.\d\d", shown["breakdown"])
+    assert shown["breakdown"].endswith(f"= {shown['score']}")
     assert all(HISTORY_HIT.match(line) for line in lines[4:]), lines[4:]
     assert len(lines) == 6
 
@@ -149,7 +148,8 @@ def test_json_gives_memories_as_objects_under_memories(
         ["db"],
     )
     assert memory["body"].startswith("Run make db") and memory["current"] is True
-    assert set(memory["breakdown"]) == {"bm25", "vector", "relevance", "decay", "use", "total"}
+    assert set(memory["breakdown"]) == {"bm25", "vector", "recency", "pinned", "decay", "total"}
+    assert found["memory_mode"] == "keyword"
     assert {"age", "actor", "trust", "scope", "score"} <= set(memory)
 
 

@@ -64,7 +64,7 @@ def test_heads_only_by_default_and_older_versions_on_request(conn: Tx) -> None:
     put(conn, "maaaaaaaaaa", "The database is Postgres 16.", version=2, days_ago=2)
     hits = search_memories(conn, "database", scopes=[SHOP], now=NOW)
     assert ids(hits) == [("maaaaaaaaaa", 2)]
-    assert set(hits[0].breakdown) == {"bm25", "vector", "relevance", "decay", "use", "total"}
+    assert set(hits[0].breakdown) == {"bm25", "vector", "recency", "pinned", "decay", "total"}
     both = search_memories(conn, "database", scopes=[SHOP], include_superseded=True, now=NOW)
     assert ids(both) == [("maaaaaaaaaa", 2), ("maaaaaaaaaa", 1)]
     assert [h.current for h in both] == [True, False]
@@ -160,10 +160,12 @@ def test_a_similar_link_between_two_different_things_does_not_reorder_them(conn:
     assert hits[0].older_than is None
 
 
-def test_use_lifts_a_memory_within_its_bound(conn: Tx) -> None:
+def test_being_recalled_often_does_not_lift_a_memory_above_an_equal_one(conn: Tx) -> None:
     put(conn, "maaaaaaaaaa", "Ferret cages are cleaned on Fridays.", use_count=10_000)
-    (hit,) = search_memories(conn, "ferret", scopes=[SHOP], now=NOW)
-    assert hit.breakdown["use"] == 1.3
+    put(conn, "mbbbbbbbbbb", "Ferret cages are cleaned on Fridays.", use_count=0)
+    first, second = search_memories(conn, "ferret cages", scopes=[SHOP], now=NOW)
+    assert first.score == second.score and first.breakdown == second.breakdown
+    assert "use" not in first.breakdown
 
 
 def test_of_two_similar_memories_the_newer_ranks_first_and_the_older_is_marked(

@@ -23,7 +23,16 @@ from korg_bridge.recall.memory.pg.schema import HNSW_DIMS
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend import Tx
 
-__all__ = ["EF_SEARCH", "MAX_SCAN_TUPLES", "PG_VECTORS", "PgVectors", "literal", "nearest", "nearest_sql"]
+__all__ = [
+    "EF_SEARCH",
+    "MAX_SCAN_TUPLES",
+    "PG_VECTORS",
+    "PgVectors",
+    "coverage_sql",
+    "literal",
+    "nearest",
+    "nearest_sql",
+]
 
 EF_SEARCH = 40
 """Candidates the HNSW scan keeps per step (pgvector's default); iterative scans add more as needed."""
@@ -39,22 +48,24 @@ def literal(vector: Any) -> str:
     return "[" + ",".join(f"{float(x):.6g}" for x in values) + "]"
 
 
-def nearest_sql(dim: int, *, indexed: bool) -> str:
-    """Live or pending heads of one scope with a vector of one model, closest first.
+def nearest_sql(dim: int, *, indexed: bool, where: str = f"m.scope = ? AND {_CURRENT}") -> str:
+    """Rows matching ``where`` (default: the live or pending heads of one scope) with a vector of one
+    model, closest first: ``(rowid, id, cosine)``.
 
     ``indexed``: through the HNSW index of ``dim`` (the expression must be the index's);
-    else an exact scan. Params: the vector (three times), the model id, the scope, the limit.
+    else an exact scan. Params: the vector (twice), the model id, ``where``'s params (the
+    default's: the scope), the vector, the limit.
     """
     distance = f"v.vector::halfvec({dim}) <=> ?::halfvec({dim})" if indexed else "v.vector <=> ?::halfvec"
     return f"""
-        SELECT id, cosine FROM (
-            SELECT m.id, 1 - ({distance}) AS cosine, {distance} AS distance
+        SELECT rowid, id, cosine FROM (
+            SELECT m.rowid, m.id, 1 - ({distance}) AS cosine, {distance} AS distance
             FROM memory_vectors v JOIN memory m ON m.tenant_id = v.tenant_id AND m.rowid = v.row
-            WHERE v.dim = {int(dim)} AND v.model_id = ? AND m.scope = ? AND {_CURRENT}
+            WHERE v.dim = {int(dim)} AND v.model_id = ? AND {where}
             ORDER BY {distance}
             LIMIT ?
         ) AS found
-        ORDER BY distance, id
+        ORDER BY distance, rowid
     """
 
 
@@ -83,19 +94,33 @@ def nearest(
     text = literal(vector)
     sql = nearest_sql(dim, indexed=dim in HNSW_DIMS and not exact)
     rows = tx.execute(sql, (text, text, model_id, scope, text, k)).fetchall()
-    return [(str(memory_id), float(cosine)) for memory_id, cosine in rows]
+    return [(str(memory_id), float(cosine)) for _rowid, memory_id, cosine in rows]
+
+
+def coverage_sql(every_scope: bool) -> str:
+    """Live heads (of the scopes given as one array parameter, or all) and how many have a vector
+    of one model. Params: the model id, the dimension, (the scopes)."""
+    scopes = "" if every_scope else " AND m.scope = ANY(?)"
+    return (
+        "SELECT count(*), count(v.row) FROM memory m LEFT JOIN memory_vectors v "
+        "ON v.tenant_id = m.tenant_id AND v.row = m.rowid AND v.model_id = ? AND v.dim = ? "
+        f"WHERE m.superseded_by IS NULL AND m.state = 'live'{scopes}"
+    )
 
 
 class PgVectors:
     """:class:`~..backend.VectorStore` of a team store."""
 
-    def missing(self, tx: Tx, scope: str, model_id: str, dim: int, limit: int) -> list[tuple[int, str, str]]:
+    def missing(
+        self, tx: Tx, scope: str | None, model_id: str, dim: int, limit: int
+    ) -> list[tuple[int, str, str]]:
+        where = "" if scope is None else "m.scope = ? AND "
         rows = tx.execute(
-            f"SELECT m.rowid, m.title, m.body FROM memory m WHERE m.scope = ? AND {_CURRENT} "
+            f"SELECT m.rowid, m.title, m.body FROM memory m WHERE {where}{_CURRENT} "
             "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.tenant_id = m.tenant_id "
             "AND v.row = m.rowid AND v.model_id = ? AND v.dim = ?) "
-            "ORDER BY m.recorded_at DESC LIMIT ?",
-            (scope, model_id, dim, limit),
+            "ORDER BY m.recorded_at DESC, m.rowid DESC LIMIT ?",
+            (*(() if scope is None else (scope,)), model_id, dim, limit),
         ).fetchall()
         return [(int(rowid), str(title), str(body)) for rowid, title, body in rows]
 
@@ -117,6 +142,36 @@ class PgVectors:
         for memory_id, cosine in nearest(tx, scope, model_id, dim, vector, limit):
             out[memory_id] = max(out.get(memory_id, -1.0), cosine)
         return out
+
+    def coverage(self, tx: Tx, scopes: Sequence[str] | None, model_id: str, dim: int) -> tuple[int, int]:
+        params: tuple[object, ...] = (model_id, dim) if scopes is None else (model_id, dim, list(scopes))
+        live, embedded = tx.execute(coverage_sql(scopes is None), params).fetchone()
+        return int(live), int(embedded)
+
+    def nearest_rows(
+        self, tx: Tx, where: str, params: Sequence[object], model_id: str, dim: int, vector: Any, limit: int
+    ) -> list[tuple[int, float]]:
+        # The tenant's rows through the shared HNSW index, with iterative scans: k rows that pass
+        # the tenant, scope and version filters, not the index's first ef_search of all tenants.
+        if limit < 1:
+            return []
+        _settings(tx, iterative=True)
+        text = literal(vector)
+        sql = nearest_sql(dim, indexed=dim in HNSW_DIMS, where=where)
+        rows = tx.execute(sql, (text, text, model_id, *params, text, limit)).fetchall()
+        return [(int(rowid), float(cosine)) for rowid, _memory_id, cosine in rows]
+
+    def cosines_of(
+        self, tx: Tx, rowids: Sequence[int], model_id: str, dim: int, vector: Any
+    ) -> dict[int, float]:
+        if not rowids:
+            return {}
+        rows = tx.execute(
+            "SELECT v.row, 1 - (v.vector <=> ?::halfvec) FROM memory_vectors v "
+            "WHERE v.model_id = ? AND v.dim = ? AND v.row = ANY(?)",
+            (literal(vector), model_id, dim, list(rowids)),
+        ).fetchall()
+        return {int(rowid): float(cosine) for rowid, cosine in rows}
 
 
 PG_VECTORS = PgVectors()

@@ -48,6 +48,7 @@ __all__ = [
     "ENV_AUDIT",
     "ENV_TENANT",
     "ENV_TRANSPORT",
+    "RESERVED_ACTORS",
     "SCOPE_KEY",
     "TENANT_NAME",
     "Identity",
@@ -69,6 +70,13 @@ so nothing that needs quoting anywhere."""
 ACTOR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:+-]{0,127}")
 """An actor: up to 128 of the tenant's characters plus ``@``, ``:`` and ``+``
 (``ana@example.com``, ``ci:nightly``)."""
+
+RESERVED_ACTORS = frozenset({"user", "mirror", "claude", "import"})
+"""Actor names korg-recall gives to writers a token cannot be: ``user`` (a person at this
+machine, whose writes ``KORG_RECALL_WRITES=confirm`` does not hold and whose text the brief shows
+unquoted), ``mirror`` (hand edits of the Markdown mirror), ``claude`` (Claude Code's folders) and
+``import`` (``korg-recall import``).
+A token named so would make a network caller look like one of them in every log and brief."""
 
 SCOPE_KEY = "korg.identity"
 """ASGI scope key under which the gate leaves the request's :class:`Identity`."""

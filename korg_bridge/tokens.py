@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .errors import ConfigError
-from .identity import ACTOR_NAME, TENANT_NAME, Identity
+from .identity import ACTOR_NAME, RESERVED_ACTORS, TENANT_NAME, Identity
 from .listen import TOKEN_CHARS, TOKEN_ENV
 
 __all__ = [
@@ -169,6 +169,12 @@ def parse_tokens(text: str, source: str) -> TokenSet:
             raise ConfigError(
                 f"{where}: the actor (field 3) must be 1-128 letters, digits, '.', '_', '-', '@', ':' "
                 "or '+', starting with a letter or digit."
+            )
+        if actor is not None and actor.lower() in RESERVED_ACTORS:
+            raise ConfigError(
+                f"{where}: the actor (field 3) {actor!r} is a name korg-recall keeps for writers that are "
+                "not network callers (a person here, the mirror, Claude Code, an import). Name the caller, e.g. 'ana' or "
+                "'ci:nightly'."
             )
         digest = _digest(token.encode("ascii"))
         if digest in seen:

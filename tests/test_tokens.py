@@ -237,3 +237,14 @@ def test_an_identity_with_names_unsafe_for_an_environment_cannot_be_made(
 ) -> None:
     with pytest.raises(ConfigError):
         Identity(tenant, actor)
+
+
+@pytest.mark.parametrize("actor", ["user", "User", "mirror", "claude", "import"])
+def test_a_token_cannot_take_an_actor_name_korg_recall_keeps_for_other_writers(actor: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_tokens(f"{ANA} acme {actor}\n", "token file t")
+    assert caught.value.exit_code == 3
+    assert (
+        f"token file t, line 1: the actor (field 3) {actor!r} is a name korg-recall keeps"
+        in caught.value.message
+    )

@@ -127,7 +127,7 @@ def checked_tags(value: Any) -> list[str]:
         tag = raw.strip()
         if not tag or "\n" in tag or len(tag) > TAG_MAX_CHARS:
             raise UsageError(
-                f"bad tag {raw!r}: a tag is one word or short phrase of at most {TAG_MAX_CHARS} characters."
+                f"bad tag {_shown(raw)!r}: a tag is one word or short phrase of at most {TAG_MAX_CHARS} characters."
             )
         if tag not in tags:
             tags.append(tag)
@@ -143,8 +143,17 @@ def checked_key(value: Any) -> str | None:
         return None
     key = str(value).strip()
     if not key or "\n" in key or len(key) > KEY_MAX_CHARS:
-        raise UsageError(f"bad key {value!r}: a key is one line of at most {KEY_MAX_CHARS} characters.")
+        raise UsageError(
+            f"bad key {_shown(str(value))!r}: a key is one line of at most {KEY_MAX_CHARS} characters."
+        )
     return key
+
+
+def _shown(value: str) -> str:
+    """A refused value as an error may quote it: redacted (a message reaches the model and the
+    terminal, which the value's secret must not) and cut short."""
+    text, _ = redact_text(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def redact_fields(

@@ -158,7 +158,7 @@ def _id_in(change: Change) -> str | None:
 def _fields(change: Change, base: Version | None, ctx: Context) -> tuple[dict[str, Any], str | None]:
     """The memory fields a mirror file states, or why it cannot be taken in. A title derived
     from ``base``'s body follows the edited body (as ``revise`` does); a title someone chose stays."""
-    from korg_bridge.recall.memory.drafts import checked_tags, prepare_text
+    from korg_bridge.recall.memory.drafts import checked_tags, prepare_text, redact_fields
     from korg_bridge.recall.memory.normalize import title_of
 
     assert change.parsed is not None
@@ -167,13 +167,17 @@ def _fields(change: Change, base: Version | None, ctx: Context) -> tuple[dict[st
     title = given.strip() if isinstance(given, str) and given.strip() else None
     if base is not None and title == base.title and base.title == title_of(base.body):
         title = None
+    seen: set[str] = set()
     try:
         text = prepare_text(
-            change.parsed.body, title, allow_secrets=ctx.allow_secrets, what="the file's body"
+            change.parsed.body, title, allow_secrets=ctx.allow_secrets, what="the file's body", seen=seen
         )
         tags = checked_tags(meta["tags"]) if isinstance(meta.get("tags"), list) else None
     except UsageError as exc:
         return {}, exc.message
+    if tags is not None:  # a person's tags go through the redactor like every field a memory carries
+        redacted, _ = redact_fields({"tags": tags}, allow_secrets=ctx.allow_secrets, seen=seen)
+        tags = list(redacted["tags"])
     kind = meta.get("type")
     fields: dict[str, Any] = {
         "body": text.body,

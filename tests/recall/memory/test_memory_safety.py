@@ -280,3 +280,34 @@ def test_an_imported_memorys_tags_and_source_are_redacted_too(
     tags, source = rows(store, "SELECT tags, source FROM memory")[0]
     assert "aws:[redacted]" in str(tags) and "admin:[redacted]@" in str(source)
     assert not holds(store, AWS_KEY_ID) and not holds(store, URL_PASSWORD)
+
+
+@pytest.mark.sqlite_only("the Markdown mirror is a SQLite store's")
+def test_tags_a_person_writes_into_a_mirror_file_go_through_the_redactor(project: Path, store: Path) -> None:
+    from .test_memory_mirror import file_of
+
+    made = ok(
+        run(
+            "remember", "--content", "The release train leaves on Tuesdays.", "--type", "project", cwd=project
+        )
+    )
+    path = file_of(store, str(made["id"]))
+    path.write_text(path.read_text().replace("tags: []", f"tags: [release, aws:{AWS_KEY_ID}]"))
+    listed = ok(run("memories", cwd=project))
+    assert listed["lines"]
+    (tags,) = rows(store, "SELECT tags FROM memory WHERE id = ? AND superseded_by IS NULL", [made["id"]])[0]
+    assert "aws:[redacted]" in str(tags) and "release" in str(tags)
+    assert not holds(store, AWS_KEY_ID)
+    assert AWS_KEY_ID not in file_of(store, str(made["id"])).read_text()
+
+
+def test_a_refused_tag_or_key_is_quoted_without_its_secret(project: Path, store: Path) -> None:
+    made = ok(
+        run("remember", "--content", "Builds run on the arm64 runners.", "--type", "project", cwd=project)
+    )
+    long_tag = f"token {GITHUB} " + "x" * 80
+    for bad in ({"tags": [long_tag]}, {"key": f"deploy {GITHUB}\nsecond line"}):
+        refused = run("revise", "--id", str(made["id"]), "--set", json.dumps(bad), cwd=project)
+        assert refused.returncode == 2, refused.stderr
+        assert GITHUB not in refused.stdout + refused.stderr
+        assert "[redacted]" in refused.stderr

@@ -234,7 +234,7 @@ async def test_no_tool_argument_lets_a_tenant_read_another_s_memories_or_history
                 globex,
                 site,
                 "remember",
-                {"content": "globex wifi password is WALRUS-5521", "type": "project"},
+                {"content": "globex office wifi network is called WALRUS-5521", "type": "project"},
             )
             assert '"id"' in made, made
             await call(globex, site, "recall", {"query": "launch code"})

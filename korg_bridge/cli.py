@@ -332,8 +332,8 @@ def _check_http(args: argparse.Namespace) -> tuple[str, int, TokenSet | None]:
             a malformed token file.
     """
     from .errors import ConfigError
-    from .listen import TOKEN_ENV, is_loopback, parse_listen
-    from .tokens import load_tokens
+    from .listen import is_loopback, parse_listen
+    from .tokens import TOKEN_ENV, load_tokens
 
     host, port = parse_listen(args.http)
     tokens = load_tokens(os.environ, args.token_file)

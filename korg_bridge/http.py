@@ -67,16 +67,9 @@ from .admission import AcceptErrors, Admission, ConnectionLimits, protocol_class
 from .errors import ConfigError, KorgError
 from .gate import HEALTH_PATH, Gate, Traffic
 from .jsonrpc import BodyCheck
-from .listen import (
-    TOKEN_ENV,
-    bracketed,
-    is_loopback,
-    load_token,
-    parse_listen,
-    security_settings,
-)
+from .listen import bracketed, is_loopback, parse_listen, security_settings
 from .ratelimit import Limiter, Rate
-from .tokens import Keyring, TokenSet
+from .tokens import TOKEN_ENV, Keyring, TokenSet, load_token
 
 __all__ = [
     "TOKEN_ENV",

@@ -1,5 +1,5 @@
 """Where the HTTP bridge listens and whom it lets in: ``[HOST:]PORT``, loopback,
-the bearer token, and the Host/Origin allow-lists.
+and the Host/Origin allow-lists (the bearer tokens are :mod:`korg_bridge.tokens`).
 
 Kept apart from serving (:mod:`korg_bridge.http`) because the CLI checks all
 of it before it runs any binary: a missing token off loopback must fail in a
@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .errors import ConfigError, UsageError
+from .errors import UsageError
 
 if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
 
-TOKEN_ENV = "KORG_BRIDGE_TOKEN"
 DEFAULT_HOST = "127.0.0.1"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 """Host names a local client may use whatever address we are bound to."""
 
 LISTEN_FORM = "expected [HOST:]PORT, e.g. 8080, 0.0.0.0:8080 or [::1]:8080"
-TOKEN_CHARS = re.compile(r"[!-~]+")
-"""Printable ASCII without spaces: what survives an ``Authorization`` header intact."""
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -75,44 +72,6 @@ def is_loopback(host: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped.is_loopback
     return address.is_loopback
-
-
-def load_token(env: Mapping[str, str], token_file: str | None) -> str | None:
-    """The bearer token: ``token_file``'s content, else ``KORG_BRIDGE_TOKEN``, else None.
-
-    The file wins over the environment: it was named on this command line,
-    the variable may be inherited from anywhere. Surrounding whitespace (the
-    trailing newline of ``echo secret > file``) is stripped.
-
-    This is the one-token form; :func:`korg_bridge.tokens.load_tokens` reads
-    a token file of several tokens with their tenants.
-
-    Raises:
-        ConfigError: the file cannot be read (see
-            :func:`korg_bridge.tokens.read_token_file`), or the token is empty
-            or not one run of printable ASCII. Messages never contain the token.
-    """
-    if token_file is not None:
-        from .tokens import read_token_file  # it imports this module
-
-        source, text = f"token file {token_file}", read_token_file(token_file)
-    else:
-        value = env.get(TOKEN_ENV)
-        if value is None:
-            return None
-        source, text = TOKEN_ENV, value
-    token = text.strip()
-    if not token:
-        raise ConfigError(
-            f"{source} is empty. Put a long random secret in it, "
-            "e.g. from: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
-        )
-    if not TOKEN_CHARS.fullmatch(token):
-        raise ConfigError(
-            f"{source} must hold one token of printable ASCII without spaces, "
-            "as it is sent in 'Authorization: Bearer TOKEN'."
-        )
-    return token
 
 
 def bracketed(host: str) -> str:

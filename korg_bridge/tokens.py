@@ -38,19 +38,22 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .errors import ConfigError
 from .identity import ACTOR_NAME, RESERVED_ACTORS, TENANT_NAME, Identity
-from .listen import TOKEN_CHARS, TOKEN_ENV
 
 __all__ = [
     "MAX_FILE_BYTES",
     "MAX_TOKENS",
+    "TOKEN_CHARS",
+    "TOKEN_ENV",
     "Keyring",
     "TokenSet",
+    "load_token",
     "load_tokens",
     "parse_tokens",
     "read_operator_file",
@@ -58,6 +61,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+TOKEN_ENV = "KORG_BRIDGE_TOKEN"
+TOKEN_CHARS = re.compile(r"[!-~]+")
+"""Printable ASCII without spaces: what survives an ``Authorization`` header intact."""
 
 MAX_FILE_BYTES = 1024 * 1024
 """Largest token file read: room for thousands of tokens, a bound on what a mistake costs."""
@@ -325,3 +332,39 @@ class Keyring:
             )
         self.tokens = parse_tokens(read_token_file(self.path), f"token file {self.path}")
         return self.tokens
+
+
+def load_token(env: Mapping[str, str], token_file: str | None) -> str | None:
+    """The bearer token: ``token_file``'s content, else ``KORG_BRIDGE_TOKEN``, else None.
+
+    The file wins over the environment: it was named on this command line,
+    the variable may be inherited from anywhere. Surrounding whitespace (the
+    trailing newline of ``echo secret > file``) is stripped.
+
+    This is the one-token form; :func:`korg_bridge.tokens.load_tokens` reads
+    a token file of several tokens with their tenants.
+
+    Raises:
+        ConfigError: the file cannot be read (see
+            :func:`korg_bridge.tokens.read_token_file`), or the token is empty
+            or not one run of printable ASCII. Messages never contain the token.
+    """
+    if token_file is not None:
+        source, text = f"token file {token_file}", read_token_file(token_file)
+    else:
+        value = env.get(TOKEN_ENV)
+        if value is None:
+            return None
+        source, text = TOKEN_ENV, value
+    token = text.strip()
+    if not token:
+        raise ConfigError(
+            f"{source} is empty. Put a long random secret in it, "
+            "e.g. from: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+    if not TOKEN_CHARS.fullmatch(token):
+        raise ConfigError(
+            f"{source} must hold one token of printable ASCII without spaces, "
+            "as it is sent in 'Authorization: Bearer TOKEN'."
+        )
+    return token

@@ -1045,7 +1045,7 @@ def rank_scores(found: Sequence[int | None]) -> tuple[float, float, float]:
 
 def model_note() -> str:
     """Which model the semantic rows used, and what in hybrid was chosen on which half."""
-    from korg_bridge.recall.embed import resolve_model
+    from korg_bridge.recall.model import resolve_model
     from korg_bridge.recall.semantic import HYBRID_BM25_HALF_SCORE
 
     spec = resolve_model(os.environ)

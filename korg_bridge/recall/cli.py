@@ -43,7 +43,7 @@ from korg_bridge.recall.schemas import (
 from korg_bridge.toolkit import Toolkit
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.embed import Embedder
+    from korg_bridge.recall.model import Embedder
     from korg_bridge.recall.semantic import Weights
     from korg_bridge.recall.vectors import Coverage
 
@@ -320,7 +320,7 @@ def _memory_section(args: dict[str, Any]) -> Any:
 
 def _coverage(index: Any, env: Mapping[str, str]) -> Coverage | None:
     """How much of the index the configured model's vectors cover; SQL only, no model loaded."""
-    from korg_bridge.recall.embed import resolve_model
+    from korg_bridge.recall.model import resolve_model
     from korg_bridge.recall.vectors import coverage
 
     spec = resolve_model(env)
@@ -433,7 +433,8 @@ def show(args: dict[str, Any]) -> int:
 
 def _explain(index: Any, query: str, events: list[dict[str, Any]], raw_weights: Any) -> dict[str, Any]:
     """Add each event's hybrid breakdown for ``query``; return what the envelope says about it."""
-    from korg_bridge.recall.embed import load_embedder, model_available
+    from korg_bridge.recall.embed import load_embedder
+    from korg_bridge.recall.model import model_available
     from korg_bridge.recall.semantic import explain, parse_weights
 
     weights = parse_weights(raw_weights)
@@ -481,7 +482,8 @@ def _explain(index: Any, query: str, events: list[dict[str, Any]], raw_weights: 
     on_interrupt=RESUMES,
 )
 def index_cmd(args: dict[str, Any]) -> int:
-    from korg_bridge.recall.embed import load_embedder, model_available
+    from korg_bridge.recall.embed import load_embedder
+    from korg_bridge.recall.model import model_available
 
     env = _env()
     out: dict[str, Any] = {}
@@ -564,14 +566,14 @@ def _progress_bar(label: str = "indexing", unit: str = "") -> Any:
     on_interrupt="the next `korg-recall model pull` resumes the download.",
 )
 def model_pull(args: dict[str, Any]) -> int:
-    from korg_bridge.recall import embed
+    from korg_bridge.recall import embed, model
 
     env = _env()
-    name = (args.get("model") or "").strip() or env.get(embed.MODEL_ENV, "").strip() or embed.DEFAULT_MODEL
+    name = (args.get("model") or "").strip() or env.get(model.MODEL_ENV, "").strip() or model.DEFAULT_MODEL
     path = embed.pull_model(env, name)
     report: dict[str, Any] = {"model": name, "path": str(path)}
-    if env.get(embed.MODEL_DIR_ENV, "").strip():
-        report["note"] = f"{embed.MODEL_DIR_ENV} is set and takes precedence over the pulled model"
+    if env.get(model.MODEL_DIR_ENV, "").strip():
+        report["note"] = f"{model.MODEL_DIR_ENV} is set and takes precedence over the pulled model"
     _print_json(report)
     return 0
 
@@ -616,8 +618,8 @@ def _memory_stats() -> dict[str, Any]:
 
 def _embedding_stats(index: Any) -> dict[str, Any]:
     """Stored vectors per model, the configured model's coverage and the background indexer's state."""
-    from korg_bridge.recall.embed import resolve_model
     from korg_bridge.recall.indexer import state
+    from korg_bridge.recall.model import resolve_model
     from korg_bridge.recall.vectors import counts, coverage
 
     spec = resolve_model(_env())

@@ -38,10 +38,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.recall.embed import Embedder
 from korg_bridge.recall.embedtext import embed_text, embed_windows
 from korg_bridge.recall.event import Event
 from korg_bridge.recall.index import Index
+from korg_bridge.recall.model import Embedder
 from korg_bridge.recall.rows import load_json
 from korg_bridge.recall.vectors import append, drop_stale, embedded_ids, missing_ids
 

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import DependencyMissing
-from korg_bridge.recall.embed import (
+from korg_bridge.recall.model import (
     MANIFEST,
     MAX_MODEL_TOKENS,
     PULL_FIX,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from korg_bridge.errors import DependencyMissing
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.embed import Embedder
+    from korg_bridge.recall.model import Embedder
     from korg_bridge.recall.vectors import Coverage
 
 __all__ = [
@@ -56,7 +56,7 @@ must never be worse than."""
 def resolve_mode(mode: str, env: Mapping[str, str] | None = None) -> str:
     """The mode a model on disk allows: ``auto`` is hybrid when one is, else keyword.
 
-    Judged from the file system alone (:func:`~korg_bridge.recall.embed.model_available`):
+    Judged from the file system alone (:func:`~korg_bridge.recall.model.model_available`):
     nothing heavy is imported here. :func:`auto_mode` then looks at coverage.
 
     Raises:
@@ -65,7 +65,7 @@ def resolve_mode(mode: str, env: Mapping[str, str] | None = None) -> str:
     """
     if mode != "auto" and mode not in SEMANTIC_MODES:
         return mode  # keyword and substring: not even the model lookup is imported
-    from korg_bridge.recall.embed import model_available
+    from korg_bridge.recall.model import model_available
 
     env = os.environ if env is None else env
     if mode == "auto":
@@ -95,21 +95,21 @@ def auto_mode(requested: str, used: str, coverage: Coverage | None) -> tuple[str
 
 def missing_model_message(mode: str, env: Mapping[str, str]) -> str:
     """One line naming the fastest fix: the extra and a model, or whichever of them is missing."""
-    from korg_bridge.recall import embed
+    from korg_bridge.recall import embed, model
 
-    missing = [name for name in embed.BACKEND_MODULES if importlib.util.find_spec(name) is None]
+    missing = [name for name in model.BACKEND_MODULES if importlib.util.find_spec(name) is None]
     if missing:
-        if embed.resolve_model(env) is not None:
-            return f"mode {mode!r} needs the [semantic] extra; run `{embed.INSTALL_FIX}`"
+        if model.resolve_model(env) is not None:
+            return f"mode {mode!r} needs the [semantic] extra; run `{model.INSTALL_FIX}`"
         return (
             f"mode {mode!r} needs the [semantic] extra and an embedding model; run "
-            f"`{embed.INSTALL_FIX} && {embed.PULL_FIX}` (or set {embed.MODEL_DIR_ENV} to a local model directory)"
+            f"`{model.INSTALL_FIX} && {model.PULL_FIX}` (or set {model.MODEL_DIR_ENV} to a local model directory)"
         )
     try:
         embed.load_embedder(env)  # no model on disk: raises before importing anything, naming the fix
     except DependencyMissing as exc:
         return f"mode {mode!r} needs a local embedding model: {exc.message}"
-    return f"mode {mode!r} needs a local embedding model; run `{embed.PULL_FIX}`"
+    return f"mode {mode!r} needs a local embedding model; run `{model.PULL_FIX}`"
 
 
 _LOADED: dict[tuple[str, str, str], Embedder] = {}
@@ -123,7 +123,8 @@ def shared_embedder(env: Mapping[str, str]) -> Embedder:
     Raises:
         DependencyMissing: as :func:`~korg_bridge.recall.embed.load_embedder`.
     """
-    from korg_bridge.recall.embed import load_embedder, resolve_model
+    from korg_bridge.recall.embed import load_embedder
+    from korg_bridge.recall.model import resolve_model
 
     spec = resolve_model(env)
     key = ("", "", "") if spec is None else (spec.model_id, str(spec.directory), spec.model_file)

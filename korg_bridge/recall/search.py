@@ -58,7 +58,7 @@ from korg_bridge.recall.snippets import make_snippet
 from korg_bridge.recall.timeparse import iso_to_epoch
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.embed import Embedder
+    from korg_bridge.recall.model import Embedder
     from korg_bridge.recall.semantic import Breakdown, Ranked, Weights
 
 __all__ = ["MODES", "TEXT_MODES", "Hit", "search"]

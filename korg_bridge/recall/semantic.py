@@ -57,10 +57,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
-from korg_bridge.recall.embed import Embedder
 from korg_bridge.recall.fts import Filters, filter_sql, query_terms, quote_fts
 from korg_bridge.recall.index import Index
 from korg_bridge.recall.keyword import full_ranking, ranking
+from korg_bridge.recall.model import Embedder
 from korg_bridge.recall.modes import SEMANTIC_MODES
 from korg_bridge.recall.scores import keyword_score, recency
 

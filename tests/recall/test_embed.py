@@ -19,7 +19,7 @@ import pytest
 from _models import MODEL_DIR, lay_out_hub_cache, needs_fastembed, needs_model
 
 from korg_bridge.errors import DependencyMissing
-from korg_bridge.recall import embed
+from korg_bridge.recall import embed, model
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,11 +28,11 @@ SUBPROCESS_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def model_env() -> dict[str, str]:
-    return {embed.MODEL_DIR_ENV: MODEL_DIR}
+    return {model.MODEL_DIR_ENV: MODEL_DIR}
 
 
 @pytest.fixture(scope="module")
-def embedder() -> embed.Embedder:
+def embedder() -> model.Embedder:
     return embed.load_embedder(model_env())
 
 
@@ -64,36 +64,36 @@ def test_importing_embed_loads_no_embedding_stack() -> None:
 
 def test_model_cache_is_persistent_under_xdg_cache_home(tmp_path: Path) -> None:
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path / "home")}
-    assert embed.model_cache_dir(env) == tmp_path / "xdg" / "korg-recall" / "models"
+    assert model.model_cache_dir(env) == tmp_path / "xdg" / "korg-recall" / "models"
     del env["XDG_CACHE_HOME"]
-    assert embed.model_cache_dir(env) == tmp_path / "home" / ".cache" / "korg-recall" / "models"
+    assert model.model_cache_dir(env) == tmp_path / "home" / ".cache" / "korg-recall" / "models"
 
 
 def test_an_empty_model_directory_is_not_available(tmp_path: Path) -> None:
-    env = {embed.MODEL_DIR_ENV: str(tmp_path)}
-    assert embed.model_available(env) is False
+    env = {model.MODEL_DIR_ENV: str(tmp_path)}
+    assert model.model_available(env) is False
     with pytest.raises(DependencyMissing) as info:
         embed.load_embedder(env)
     assert info.value.exit_code == 7
-    assert f"{embed.MODEL_DIR_ENV}={tmp_path}" in info.value.message
+    assert f"{model.MODEL_DIR_ENV}={tmp_path}" in info.value.message
     assert "korg-recall model pull" in info.value.message
 
 
 def test_a_model_never_pulled_names_the_pull_command(tmp_path: Path) -> None:
     env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    assert embed.model_available(env) is False
+    assert model.model_available(env) is False
     with pytest.raises(DependencyMissing) as info:
         embed.load_embedder(env)
     assert info.value.exit_code == 7
     assert "run `korg-recall model pull`" in info.value.message
-    assert embed.DEFAULT_MODEL in info.value.message
+    assert model.DEFAULT_MODEL in info.value.message
     assert "\n" not in info.value.message
 
 
 @needs_model
 def test_missing_semantic_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what an install without the extra looks like
-    assert embed.model_available(model_env()) is False
+    assert model.model_available(model_env()) is False
     with pytest.raises(DependencyMissing) as info:
         embed.load_embedder(model_env())
     assert info.value.exit_code == 7
@@ -110,15 +110,15 @@ def test_pulling_a_model_fastembed_does_not_know_fails_without_network(tmp_path:
 
 
 @needs_model
-def test_model_dir_is_available_and_loads_with_its_manifest_identity(embedder: embed.Embedder) -> None:
-    assert embed.model_available(model_env()) is True
+def test_model_dir_is_available_and_loads_with_its_manifest_identity(embedder: model.Embedder) -> None:
+    assert model.model_available(model_env()) is True
     assert embedder.dim == 384
     manifest = json.loads((Path(MODEL_DIR) / "korg-model.json").read_text(encoding="utf-8"))
     assert embedder.model_id == manifest["model_id"]
 
 
 @needs_model
-def test_vectors_are_float32_unit_rows_of_the_model_dimension(embedder: embed.Embedder) -> None:
+def test_vectors_are_float32_unit_rows_of_the_model_dimension(embedder: model.Embedder) -> None:
     import numpy as np
 
     texts = ["x" * 200, "tool call failed: exit code 2", "ünïcödé and emoji 🚀", ""]
@@ -130,7 +130,7 @@ def test_vectors_are_float32_unit_rows_of_the_model_dimension(embedder: embed.Em
 
 
 @needs_model
-def test_a_text_gets_the_same_vector_alone_or_padded_in_a_batch(embedder: embed.Embedder) -> None:
+def test_a_text_gets_the_same_vector_alone_or_padded_in_a_batch(embedder: model.Embedder) -> None:
     import numpy as np
 
     short = "short"
@@ -141,7 +141,7 @@ def test_a_text_gets_the_same_vector_alone_or_padded_in_a_batch(embedder: embed.
 
 
 @needs_model
-def test_a_long_text_is_read_in_overlapping_windows_up_to_the_limit(embedder: embed.Embedder) -> None:
+def test_a_long_text_is_read_in_overlapping_windows_up_to_the_limit(embedder: model.Embedder) -> None:
     import numpy as np
 
     long_text = " ".join(f"sentence {n} about the deployment." for n in range(200))
@@ -153,7 +153,7 @@ def test_a_long_text_is_read_in_overlapping_windows_up_to_the_limit(embedder: em
 
 
 @needs_model
-def test_related_incidents_are_closer_than_unrelated_chores(embedder: embed.Embedder) -> None:
+def test_related_incidents_are_closer_than_unrelated_chores(embedder: model.Embedder) -> None:
     query, related, unrelated = embedder.embed(
         [
             "the database wasn't up when CI started",
@@ -168,7 +168,7 @@ def test_related_incidents_are_closer_than_unrelated_chores(embedder: embed.Embe
 def test_a_directory_without_manifest_gets_a_content_derived_id(tmp_path: Path) -> None:
     for name in ("model.onnx", "tokenizer.json", "tokenizer_config.json", "config.json"):
         shutil.copyfile(Path(MODEL_DIR) / name, tmp_path / name)
-    loaded = embed.load_embedder({embed.MODEL_DIR_ENV: str(tmp_path)})
+    loaded = embed.load_embedder({model.MODEL_DIR_ENV: str(tmp_path)})
     assert loaded.dim == 384  # from config.json's hidden_size
     assert loaded.model_id.startswith(f"local/{tmp_path.name}@")
     assert loaded.embed(["hello"]).shape == (1, 384)
@@ -180,7 +180,7 @@ def test_a_corrupt_model_file_is_a_dependency_error_not_a_crash(tmp_path: Path) 
         shutil.copyfile(Path(MODEL_DIR) / name, tmp_path / name)
     (tmp_path / "model.onnx").write_bytes(b"not an onnx graph")
     with pytest.raises(DependencyMissing) as info:
-        embed.load_embedder({embed.MODEL_DIR_ENV: str(tmp_path)})
+        embed.load_embedder({model.MODEL_DIR_ENV: str(tmp_path)})
     assert info.value.exit_code == 7
     assert str(tmp_path) in info.value.message
 
@@ -188,11 +188,11 @@ def test_a_corrupt_model_file_is_a_dependency_error_not_a_crash(tmp_path: Path) 
 @needs_model
 def test_pull_records_a_cached_named_model_that_then_loads_offline(tmp_path: Path) -> None:
     snapshot = lay_out_hub_cache(tmp_path / "korg-recall" / "models")
-    env = {"XDG_CACHE_HOME": str(tmp_path), embed.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2"}
+    env = {"XDG_CACHE_HOME": str(tmp_path), model.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2"}
 
-    assert embed.model_available(env) is False
+    assert model.model_available(env) is False
     assert embed.pull_model(env) == snapshot
-    assert embed.model_available(env) is True
+    assert model.model_available(env) is True
     loaded = embed.load_embedder(env)
     assert (loaded.model_id, loaded.dim) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
     reference = embed.load_embedder(model_env())
@@ -218,7 +218,7 @@ def test_build_script_is_idempotent_on_a_verified_directory() -> None:
 def test_a_directory_named_by_a_fastembed_model_takes_its_pooling_from_fastembed(tmp_path: Path) -> None:
     for name in ("model.onnx", "tokenizer.json", "tokenizer_config.json", "config.json"):
         shutil.copyfile(Path(MODEL_DIR) / name, tmp_path / name)
-    env = {embed.MODEL_DIR_ENV: str(tmp_path), embed.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2"}
+    env = {model.MODEL_DIR_ENV: str(tmp_path), model.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2"}
     loaded = embed.load_embedder(env)
     assert (loaded.model_id, loaded.dim) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
     text = ["migrations ran before postgres was ready"]
@@ -231,7 +231,7 @@ def test_an_unreadable_tokenizer_is_a_dependency_error(tmp_path: Path) -> None:
         shutil.copyfile(Path(MODEL_DIR) / name, tmp_path / name)
     (tmp_path / "tokenizer.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(DependencyMissing) as info:
-        embed.load_embedder({embed.MODEL_DIR_ENV: str(tmp_path)})
+        embed.load_embedder({model.MODEL_DIR_ENV: str(tmp_path)})
     assert info.value.exit_code == 7
     assert "tokenizer" in info.value.message
 
@@ -239,12 +239,12 @@ def test_an_unreadable_tokenizer_is_a_dependency_error(tmp_path: Path) -> None:
 @needs_model
 def test_a_pooling_korg_recall_cannot_run_is_refused_with_the_fix(tmp_path: Path) -> None:
     shutil.copytree(MODEL_DIR, tmp_path / "m")
-    manifest = json.loads((tmp_path / "m" / embed.MANIFEST).read_text(encoding="utf-8"))
-    (tmp_path / "m" / embed.MANIFEST).write_text(
+    manifest = json.loads((tmp_path / "m" / model.MANIFEST).read_text(encoding="utf-8"))
+    (tmp_path / "m" / model.MANIFEST).write_text(
         json.dumps({**manifest, "pooling": "last"}), encoding="utf-8"
     )
     with pytest.raises(DependencyMissing, match='use "mean" or "cls"'):
-        embed.load_embedder({embed.MODEL_DIR_ENV: str(tmp_path / "m")})
+        embed.load_embedder({model.MODEL_DIR_ENV: str(tmp_path / "m")})
 
 
 @needs_model
@@ -252,7 +252,7 @@ def test_a_pulled_model_folder_copied_to_an_offline_machine_loads_from_model_dir
     """The README's offline recipe: copy the folder `model pull` reports, set MODEL_DIR and MODEL."""
     online = {
         "XDG_CACHE_HOME": str(tmp_path / "online"),
-        embed.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2",
+        model.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2",
     }
     lay_out_hub_cache(tmp_path / "online" / "korg-recall" / "models")
     pulled = embed.pull_model(online)
@@ -260,10 +260,10 @@ def test_a_pulled_model_folder_copied_to_an_offline_machine_loads_from_model_dir
     shutil.copytree(pulled, copied)
     offline = {
         "XDG_CACHE_HOME": str(tmp_path / "offline"),
-        embed.MODEL_DIR_ENV: str(copied),
-        embed.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2",
+        model.MODEL_DIR_ENV: str(copied),
+        model.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2",
     }
-    assert embed.model_available(offline) is True
+    assert model.model_available(offline) is True
     loaded = embed.load_embedder(offline)
     text = ["migrations ran before postgres was ready"]
     assert cosine(loaded.embed(text)[0], embed.load_embedder(model_env()).embed(text)[0]) > 0.999

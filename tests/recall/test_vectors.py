@@ -22,7 +22,7 @@ pytest.importorskip("numpy", reason="vector storage needs the [semantic] extra (
 import numpy as np
 from _models import MODEL_DIR, HashEmbedder, needs_model
 
-from korg_bridge.recall import embed, embedpass, vectors
+from korg_bridge.recall import embed, embedpass, model, vectors
 from korg_bridge.recall.embedpass import embed_pending
 from korg_bridge.recall.index import Index
 from korg_bridge.recall.migrations import MIGRATIONS, migrate
@@ -365,15 +365,15 @@ def test_a_text_changed_while_embedding_is_not_stored(index: Index, ledgers: Pat
 @needs_model
 def test_a_copy_of_the_model_under_another_id_re_embeds(index: Index, ledgers: Path, tmp_path: Path) -> None:
     fill(index, ledgers, 4)
-    base = embed.load_embedder({embed.MODEL_DIR_ENV: MODEL_DIR})
+    base = embed.load_embedder({model.MODEL_DIR_ENV: MODEL_DIR})
     embed_pending(index, base)
     other_dir = tmp_path / "other-model"
     shutil.copytree(MODEL_DIR, other_dir)
-    manifest = json.loads((other_dir / embed.MANIFEST).read_text(encoding="utf-8"))
-    (other_dir / embed.MANIFEST).write_text(
+    manifest = json.loads((other_dir / model.MANIFEST).read_text(encoding="utf-8"))
+    (other_dir / model.MANIFEST).write_text(
         json.dumps({**manifest, "model_id": "test/renamed"}), encoding="utf-8"
     )
-    other = embed.load_embedder({embed.MODEL_DIR_ENV: str(other_dir)})
+    other = embed.load_embedder({model.MODEL_DIR_ENV: str(other_dir)})
     report = embed_pending(index, other)
     assert report.embedded == 4
     assert vectors.counts(index) == {base.model_id: 4, "test/renamed": 4}
@@ -390,7 +390,7 @@ def test_the_real_model_finds_a_sentence_deep_in_a_long_reply_by_its_window(
     reply = filler + " The outage came from an expired TLS certificate on the load balancer."
     append(ledgers / "a.jsonl", prompt(1, reply) + prompt(2, filler))
     index.refresh([ledgers])
-    embedder = embed.load_embedder({embed.MODEL_DIR_ENV: MODEL_DIR})
+    embedder = embed.load_embedder({model.MODEL_DIR_ENV: MODEL_DIR})
     embed_pending(index, embedder)
     assert sum(row[2] for row in chunk_rows(index)) > 2  # the long texts have several windows
     ids, sims = vectors.similarities(

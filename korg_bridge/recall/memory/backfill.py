@@ -29,8 +29,8 @@ from korg_bridge.recall.indexer import MAX_RUN_S, Lock, background_enabled, held
 from korg_bridge.recall.memory.vectors import embed_text
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.embed import Embedder
     from korg_bridge.recall.memory.backend import Store
+    from korg_bridge.recall.model import Embedder
 
 __all__ = [
     "SLICE_ROWS",
@@ -142,7 +142,7 @@ def fill_later(env: Mapping[str, str]) -> str | None:
     """Start the background indexer for the memories of the store ``env`` names, when a model is
     on disk (after writes that embedded nothing: an import, hand edits taken in before a recall).
     Never raises; returns what :func:`start_memory` said, or None."""
-    from korg_bridge.recall.embed import model_available
+    from korg_bridge.recall.model import model_available
 
     if not model_available(env):
         return None

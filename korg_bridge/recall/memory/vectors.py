@@ -1,6 +1,6 @@
 """Embeddings of memories: written with each version, filled in behind, compared for writes and reads.
 
-When a local embedding model is present (:func:`korg_bridge.recall.embed.model_available`),
+When a local embedding model is present (:func:`korg_bridge.recall.model.model_available`),
 every live memory version gets a vector, stored beside its model id and dimension
 (two models' vectors are never compared):
 
@@ -76,7 +76,7 @@ class Semantic:
 def semantic_check(store: Store, env: Mapping[str, str], scope: str, text: str) -> Semantic:
     """Embed ``text`` and the scope's live memories (those still missing a vector, up to
     :data:`EMBED_MISSING_MAX`), and return their cosines; a note says why it did not run."""
-    from korg_bridge.recall.embed import model_available
+    from korg_bridge.recall.model import model_available
     from korg_bridge.recall.modes import shared_embedder
 
     if not model_available(env):
@@ -138,7 +138,7 @@ def embed_heads(store: Store, env: Mapping[str, str], ids: Sequence[str]) -> str
     loaded, or a store that is busy, leaves the versions to the background indexer, and the
     note returned says why (None when nothing was left undone).
     """
-    from korg_bridge.recall.embed import model_available, resolve_model
+    from korg_bridge.recall.model import model_available, resolve_model
 
     spec = resolve_model(env) if ids else None
     if spec is None or spec.dim is None or not model_available(env):
@@ -217,7 +217,7 @@ class MemoryCoverage:
 def coverage(tx: Tx, env: Mapping[str, str], scopes: Sequence[str] | None = None) -> MemoryCoverage | None:
     """The live memories of ``scopes`` (None: all) with a vector of the configured model; None
     without a model on disk. SQL only: nothing of the model is loaded."""
-    from korg_bridge.recall.embed import model_available, resolve_model
+    from korg_bridge.recall.model import model_available, resolve_model
 
     spec = resolve_model(env)
     if spec is None or spec.dim is None or not model_available(env):

@@ -19,7 +19,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.search import Hit
+    from korg_bridge.recall.hits import Hit
 
 __all__ = ["CONTEXT_KEYS", "context_fields", "context_of", "context_tokens"]
 

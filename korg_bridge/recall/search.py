@@ -37,7 +37,6 @@ import itertools
 import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +50,7 @@ from korg_bridge.recall.fts import (
     quote_fts,
     substring_sql,
 )
+from korg_bridge.recall.hits import Hit
 from korg_bridge.recall.index import Index
 from korg_bridge.recall.keyword import Rank, full_ranking, ranking
 from korg_bridge.recall.scores import KEYWORD_HALF_SCORE, keyword_score
@@ -58,10 +58,11 @@ from korg_bridge.recall.snippets import make_snippet
 from korg_bridge.recall.timeparse import iso_to_epoch
 
 if TYPE_CHECKING:
+    from korg_bridge.recall.hits import Breakdown
     from korg_bridge.recall.model import Embedder
-    from korg_bridge.recall.semantic import Breakdown, Ranked, Weights
+    from korg_bridge.recall.semantic import Ranked, Weights
 
-__all__ = ["MODES", "TEXT_MODES", "Hit", "search"]
+__all__ = ["MODES", "TEXT_MODES", "search"]
 
 MODES = ("substring", "keyword", "semantic", "hybrid")
 TEXT_MODES = ("substring", "keyword")
@@ -77,30 +78,6 @@ _Details = tuple[
 ]
 """What :func:`~korg_bridge.recall.fts.details_sql` selects, but the id."""
 CHUNK = 64
-
-
-@dataclass
-class Hit:
-    """One search result; ``ref`` is what ``show`` takes."""
-
-    ref: str
-    seq: int
-    score: float
-    agent: str | None
-    tool: str | None
-    session: str | None
-    timestamp: str | None
-    snippet: str
-    event_id: int
-    breakdown: Breakdown | None = None
-    """How ``score`` was made: ``{bm25, vector, recency, total}``, None for a part the mode does not use."""
-    project: str | None = None
-    """The project the session ran in (the git root of its cwd)."""
-    context: dict[str, Any] = field(default_factory=dict)
-    """Where it happened: ``cwd`` (when not the project itself), ``git_branch``, ``agent_id`` (a
-    sub-agent), ``sidechain``, ``meta``."""
-    gone: bool = False
-    """Its file has been deleted since it was indexed (``korg-recall prune --gone`` drops such events)."""
 
 
 class _Collector:

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.fts import Filters, filter_sql, query_terms, quote_fts
+from korg_bridge.recall.hits import Breakdown
 from korg_bridge.recall.index import Index
 from korg_bridge.recall.keyword import full_ranking, ranking
 from korg_bridge.recall.model import Embedder
@@ -72,7 +73,6 @@ __all__ = [
     "CANDIDATES",
     "DEFAULT_MIN_SCORE",
     "SEMANTIC_MODES",
-    "Breakdown",
     "Ranked",
     "Weights",
     "explain",
@@ -86,8 +86,6 @@ CANDIDATES = 100
 SEMANTIC_CANDIDATES = 1000
 """Most semantic-mode hits ranked: far more than collapsing repeated events can use up."""
 
-Breakdown = dict[str, float | None]
-"""``{"bm25", "vector", "recency", "total"}``; None for a part that takes no part in the score."""
 
 HYBRID_BM25_HALF_SCORE = 60.0
 """The raw BM25 value that counts as 0.5 inside a hybrid total.

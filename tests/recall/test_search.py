@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from korg_bridge.errors import UsageError
+from korg_bridge.recall.hits import Hit
 from korg_bridge.recall.index import Index
-from korg_bridge.recall.search import Hit, search
+from korg_bridge.recall.search import search
 from korg_bridge.recall.snippets import SNIPPET_CHARS, make_snippet
 from korg_bridge.recall.timeparse import parse_time
 

@@ -61,9 +61,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, get_default_environment
 
 sys.path.insert(0, str(common.REPO_ROOT))  # run from a checkout without installing
-from korg_bridge.ledger import verify_file
-from korg_bridge.process import run_process
-from korg_bridge.progress import MAX_RATE
+from korg_bridge.bridge.process import run_process
+from korg_bridge.bridge.progress import MAX_RATE
+from korg_bridge.ledger.chain import verify_file
 
 SECTION = "bridge_overhead"
 FIXTURE = common.REPO_ROOT / "fixture_bins" / "bench-trivial"
@@ -627,7 +627,7 @@ CPU is inside the round trip but is not the bridge's.
 The audit rows run the same `noop` call through two bridges side by side, one
 started with `--audit FILE` (a korg-ledger@v1 append per call: file lock,
 write, fsync, before the call answers), interleaved; the ledger is then checked
-with `korg_bridge.ledger.verify_file`. The progress rows call a stream callable
+with `korg_bridge.ledger.chain.verify_file`. The progress rows call a stream callable
 with and without a `progress_callback` (interleaved): `bench-trivial.lines`
 prints {BURST_LINES:,} lines at once, `extras.ticker` (a Python fixture) prints
 {TICKER_LINES} lines {TICKER_INTERVAL_MS} ms apart; the bridge forwards stdout lines

@@ -56,11 +56,11 @@ import _common as common
 import memory_suites as suites
 import recall_bench
 
-from korg_bridge.recall.memory import mirror
+from korg_bridge.recall.memory.backend.sqlite.store import Store
+from korg_bridge.recall.memory.mirror import files as mirror
 from korg_bridge.recall.memory.normalize import content_hash, title_of
 from korg_bridge.recall.memory.records import Version, iso, new_id
 from korg_bridge.recall.memory.rows import insert_version
-from korg_bridge.recall.memory.store import Store
 
 SECTION = "memory"
 TUNE_SEED = 20261211
@@ -174,7 +174,7 @@ class Runner:
 
     def __init__(self, env: Mapping[str, str], cwd: Path) -> None:
         script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-        self.argv = [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli"]
+        self.argv = [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
         self.env, self.cwd = dict(env), cwd
 
     def run(self, *args: str) -> tuple[float, float, str]:
@@ -601,11 +601,11 @@ def semantic_decider(directory: str) -> Any:
     model is present (the model loaded once instead of once per write)."""
     import numpy as np
 
-    from korg_bridge.recall.embed import load_embedder
     from korg_bridge.recall.memory.drafts import make_draft
+    from korg_bridge.recall.memory.embedding import embed_text
     from korg_bridge.recall.memory.operations import remember
-    from korg_bridge.recall.memory.policy import decide
-    from korg_bridge.recall.memory.vectors import embed_text
+    from korg_bridge.recall.memory.write_policy import decide
+    from korg_bridge.recall.semantic.embed import load_embedder
 
     embedder = load_embedder({MODEL_DIR_ENV: directory, "HOME": os.environ.get("HOME", "/tmp")})
 

@@ -45,7 +45,7 @@ from typing import Any
 import _common as common
 import memory_suites as suites
 
-from korg_bridge.recall.memory.backend import Store
+from korg_bridge.recall.memory.backend.protocols import Store
 from korg_bridge.recall.memory.operations import remember
 from korg_bridge.recall.memory.search import MEMORY_WEIGHTS, Meaning, search_memories
 
@@ -396,9 +396,9 @@ def measure_costs(done: Written, home: Path, directory: str) -> Costs:
     source.write_text(json.dumps({"results": entries}), encoding="utf-8")
     wall, cpu, _ = runner.run("import", str(source))
     costs.import_s, costs.import_cpu_s = wall / 1000, cpu / 1000
+    from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
     from korg_bridge.recall.memory.backfill import run_memory
-    from korg_bridge.recall.memory.store import SqliteStore
-    from korg_bridge.recall.memory.vectors import coverage
+    from korg_bridge.recall.memory.embedding import coverage
 
     started, cpu_started = time.perf_counter(), time.process_time()
     if run_memory(env) != 0:
@@ -473,7 +473,7 @@ def render(
             f"model, about 0.3 s of it, and embeds the query). Then {IMPORTED:,} memories imported in one "
             f"fresh `korg-recall import` process: {costs.import_s:.1f} s wall, {costs.import_cpu_s:.1f} s CPU, "
             f"none of it embedding (the import only starts the background indexer); the indexer's pass "
-            f"(`python -m korg_bridge.recall.indexer --memory`, here in process) embedded them in "
+            f"(`python -m korg_bridge.recall.memory.backfill`, here in process) embedded them in "
             f"{costs.fill_s:.1f} s wall, {costs.fill_cpu_s:.1f} s CPU, in slices of 64 per transaction."
         )
         notes.append(cost_table(costs))
@@ -492,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     directory = os.environ.get("KORG_RECALL_MODEL_DIR", "").strip() or None
     embedder = None
     if directory:
-        from korg_bridge.recall.embed import load_embedder
+        from korg_bridge.recall.semantic.embed import load_embedder
 
         embedder = load_embedder({"KORG_RECALL_MODEL_DIR": directory})
     with tempfile.TemporaryDirectory(prefix="memory-ranking-bench-") as tmp:

@@ -42,11 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from korg_bridge.recall.memory.backend import Store
+from korg_bridge.recall.memory.backend.protocols import Store
+from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
 from korg_bridge.recall.memory.operations import remember, revise
 from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.search import search_memories
-from korg_bridge.recall.memory.store import SqliteStore
 
 DAY = 86_400.0
 START = 1_767_225_600.0
@@ -254,7 +254,7 @@ def opened(
         with SqliteStore(root / "store" / "memory.sqlite") as store:
             yield store, dict(env)
         return
-    from korg_bridge.recall.memory.pg.store import PgStore
+    from korg_bridge.recall.memory.backend.pg.store import PgStore
 
     team = {**env, "KORG_RECALL_STORE": store_url, "KORG_RECALL_TENANT": f"bench-{uuid.uuid4().hex[:12]}"}
     team.pop("KORG_RECALL_MIRROR", None)  # a team store has none

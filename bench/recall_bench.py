@@ -685,7 +685,7 @@ def make_golden(folder: Path = GOLDEN, seed: int = SEED + 7) -> None:
     is exactly what ``recall --json`` reports.
     """
     sys.path.insert(0, str(common.REPO_ROOT))
-    from korg_bridge.recall.sources import list_files
+    from korg_bridge.recall.history.ingest.sources import list_files
 
     targets = [
         _expanded(target, seed)
@@ -744,9 +744,9 @@ def make_golden(folder: Path = GOLDEN, seed: int = SEED + 7) -> None:
 
 def _events_of(path: Path) -> list[Any]:
     """Every event of one ledger file, read with korg-recall's own line reader and shape parsers."""
-    from korg_bridge.lines import LineFile
-    from korg_bridge.recall.event import Event
-    from korg_bridge.recall.shapes import Where, parse_line
+    from korg_bridge._fs.lines import LineFile
+    from korg_bridge.recall.history.ingest.event import Event
+    from korg_bridge.recall.history.ingest.shapes import Where, parse_line
 
     events: list[Any] = []
     state: dict[str, Any] = {}
@@ -822,7 +822,7 @@ class Recall:
             self.env[name] = str(index.parent / f"bench-{folder}")
         self.env.pop("KORG_RECALL_STORE", None)
         script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-        self.argv = [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli"]
+        self.argv = [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
 
     def run(self, *args: str, timeout: float = QUERY_TIMEOUT_S) -> Child:
         return spawn([*self.argv, *args], self.env, common.REPO_ROOT, timeout)
@@ -1045,8 +1045,8 @@ def rank_scores(found: Sequence[int | None]) -> tuple[float, float, float]:
 
 def model_note() -> str:
     """Which model the semantic rows used, and what in hybrid was chosen on which half."""
-    from korg_bridge.recall.model import resolve_model
-    from korg_bridge.recall.semantic import HYBRID_BM25_HALF_SCORE
+    from korg_bridge.recall.semantic.model import resolve_model
+    from korg_bridge.recall.semantic.rank import HYBRID_BM25_HALF_SCORE
 
     spec = resolve_model(os.environ)
     model = spec.model_id if spec is not None else "unknown"
@@ -1057,7 +1057,7 @@ def model_note() -> str:
         "fetched on this machine (no model hub), so no figure here is for it. Ranking choices (what is "
         "embedded, eight 128-token windows for prose, the fusion, an event without a vector taking the cosine "
         "at its keyword rank) were made on the tune half only; reciprocal-rank fusion and query expansion "
-        "were tried there and dropped (see `korg_bridge/recall/semantic.py`). Hybrid's BM25 term "
+        "were tried there and dropped (see `korg_bridge/recall/semantic/rank.py`). Hybrid's BM25 term "
         f"`r/(r+{HYBRID_BM25_HALF_SCORE:g})` predates the split (it was chosen on the whole older set); "
         "re-checked on the tune half alone it stays, so the held-out rows are held out from every choice "
         "but that one. One choice came after a first held-out run: an event holding every query term keeps "

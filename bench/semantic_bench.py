@@ -150,10 +150,10 @@ class Throughput:
 def profile_pass(index_path: Path) -> dict[str, Any]:
     """Run one embedding pass on one thread over a copy of an index without vectors (in a child)
     and say where the time goes: the model's share, tokens read, padding, distinct texts."""
-    from korg_bridge.recall.embed import load_embedder
-    from korg_bridge.recall.embedpass import embed_pending
-    from korg_bridge.recall.encoder import OnnxEmbedder
-    from korg_bridge.recall.index import Index
+    from korg_bridge.recall.history.index import Index
+    from korg_bridge.recall.semantic.embed import load_embedder
+    from korg_bridge.recall.semantic.embedpass import embed_pending
+    from korg_bridge.recall.semantic.encoder import OnnxEmbedder
 
     embedder = load_embedder(os.environ, threads=1)
     assert isinstance(embedder, OnnxEmbedder)
@@ -271,8 +271,8 @@ def _embedded_by(recall: rb.Recall) -> dict[str, int]:
     code = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from korg_bridge.recall.index import Index\n"
-        "from korg_bridge.recall.embedpass import embedded_by\n"
+        "from korg_bridge.recall.history.index import Index\n"
+        "from korg_bridge.recall.semantic.embedpass import embedded_by\n"
         "with Index(Path(sys.argv[1])) as index:\n"
         "    print(json.dumps(index.read(embedded_by)))\n"
     )
@@ -295,10 +295,10 @@ def half_embed(index_path: Path, which: str) -> int:
     """Embed half of the index's events (run in a child): the newest half, or every other event."""
     import numpy as np
 
-    from korg_bridge.recall import vectors
-    from korg_bridge.recall.embed import load_embedder
-    from korg_bridge.recall.embedpass import event_texts
-    from korg_bridge.recall.index import Index
+    from korg_bridge.recall.history.index import Index
+    from korg_bridge.recall.semantic import vectors
+    from korg_bridge.recall.semantic.embed import load_embedder
+    from korg_bridge.recall.semantic.embedpass import event_texts
 
     embedder = load_embedder(os.environ)
     with Index(index_path) as index:

@@ -62,10 +62,10 @@ import memory_bench
 sys.path.insert(0, str(common.REPO_ROOT / "tests"))
 from _postgres import APP, EmbeddedServer, Roles, create_database, create_roles
 
+from korg_bridge.recall.memory.backend.pg.schema import HNSW_EF_CONSTRUCTION, HNSW_M
+from korg_bridge.recall.memory.backend.pg.store import PgStore
+from korg_bridge.recall.memory.backend.pg.vectors import EF_SEARCH, literal, nearest, nearest_sql
 from korg_bridge.recall.memory.normalize import content_hash, title_of
-from korg_bridge.recall.memory.pg.schema import HNSW_EF_CONSTRUCTION, HNSW_M
-from korg_bridge.recall.memory.pg.store import PgStore
-from korg_bridge.recall.memory.pg.vectors import EF_SEARCH, literal, nearest, nearest_sql
 from korg_bridge.recall.memory.records import iso, new_id
 from korg_bridge.recall.memory.search import Meaning, match_where, search_memories
 
@@ -442,8 +442,8 @@ class Real:
 def measure_real_tenant(roles: Roles, workdir: Path, directory: str) -> Real:
     """Give :data:`REAL_TENANT`'s memories the model's vectors (in place of the drawn ones), then ask
     :data:`REAL_QUESTIONS` through korg-recall's own search and as fresh processes."""
-    from korg_bridge.recall.embed import load_embedder
-    from korg_bridge.recall.memory.vectors import embed_text
+    from korg_bridge.recall.memory.embedding import embed_text
+    from korg_bridge.recall.semantic.embed import load_embedder
 
     real = Real()
     real.when = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}"

@@ -145,7 +145,7 @@ def measure(workdir: Path) -> tuple[list[Outcome], str]:
 
 
 def _model_note() -> str:
-    from korg_bridge.recall.model import resolve_model
+    from korg_bridge.recall.semantic.model import resolve_model
 
     spec = resolve_model(os.environ)
     where = " (from `KORG_RECALL_MODEL_DIR`)" if os.environ.get("KORG_RECALL_MODEL_DIR") else ""

@@ -20,18 +20,18 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
+from korg_bridge._version import __version__
 
 # Names resolve lazily: ``korg-recall`` imports this package on every cold
 # start, and must not pay for the MCP SDK it never uses.
 _LAZY: dict[str, str] = {
-    "build_argv": "argv",
-    "CallableSpec": "contract",
-    "Capabilities": "contract",
-    "Document": "contract",
-    "Skipped": "contract",
-    "parse_document": "contract",
-    "discover": "discovery",
+    "build_argv": "bridge.argv",
+    "CallableSpec": "bridge.contract",
+    "Capabilities": "bridge.contract",
+    "Document": "bridge.contract",
+    "Skipped": "bridge.contract",
+    "parse_document": "bridge.contract",
+    "discover": "bridge.discovery",
     "ArgumentError": "errors",
     "BinaryNotFound": "errors",
     "ConfigError": "errors",
@@ -42,19 +42,22 @@ _LAZY: dict[str, str] = {
     "PolicyDenied": "errors",
     "ToolCallError": "errors",
     "UsageError": "errors",
-    "invoke": "invocation",
-    "CallResult": "output",
-    "Policy": "policy",
-    "BridgeOptions": "server",
-    "build_server": "server",
-    "serve_stdio": "server",
+    "invoke": "bridge.invocation",
+    "CallResult": "bridge.output",
+    "Policy": "bridge.policy",
+    "BridgeOptions": "serving.server",
+    "build_server": "serving.server",
+    "serve_stdio": "serving.server",
 }
 
 if TYPE_CHECKING:
-    from .argv import build_argv
-    from .contract import CallableSpec, Capabilities, Document, Skipped, parse_document
-    from .discovery import discover
-    from .errors import (
+    from korg_bridge.bridge.argv import build_argv
+    from korg_bridge.bridge.contract import CallableSpec, Capabilities, Document, Skipped, parse_document
+    from korg_bridge.bridge.discovery import discover
+    from korg_bridge.bridge.invocation import invoke
+    from korg_bridge.bridge.output import CallResult
+    from korg_bridge.bridge.policy import Policy
+    from korg_bridge.errors import (
         ArgumentError,
         BinaryNotFound,
         ConfigError,
@@ -66,10 +69,7 @@ if TYPE_CHECKING:
         ToolCallError,
         UsageError,
     )
-    from .invocation import invoke
-    from .output import CallResult
-    from .policy import Policy
-    from .server import BridgeOptions, build_server, serve_stdio
+    from korg_bridge.serving.server import BridgeOptions, build_server, serve_stdio
 
 
 def __getattr__(name: str) -> Any:

@@ -21,19 +21,20 @@ from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
-from ._version import __version__
-from .discovery import DEFAULT_DISCOVERY_TIMEOUT, discover
-from .errors import UsageError
-from .invocation import DEFAULT_CALL_TIMEOUT
-from .policy import ENV_VAR, Policy
-from .toolkit import USER_INTERRUPT, run_guarded, unknown_words, usage_error
-from .toolnames import NAME_STYLES
+from korg_bridge._version import __version__
+from korg_bridge.bridge.discovery import DEFAULT_DISCOVERY_TIMEOUT, discover
+from korg_bridge.bridge.invocation import DEFAULT_CALL_TIMEOUT
+from korg_bridge.bridge.policy import Policy
+from korg_bridge.bridge.toolnames import NAME_STYLES
+from korg_bridge.config import ENV_ALLOW
+from korg_bridge.errors import UsageError
+from korg_bridge.toolkit import USER_INTERRUPT, run_guarded, unknown_words, usage_error
 
 if TYPE_CHECKING:
-    from .contract import Document
-    from .ratelimit import Rate
-    from .server import Bridge
-    from .tokens import TokenSet
+    from korg_bridge.bridge.contract import Document
+    from korg_bridge.serving.auth.ratelimit import Rate
+    from korg_bridge.serving.auth.tokens import TokenSet
+    from korg_bridge.serving.server import Bridge
 
 log = logging.getLogger("korg_bridge")
 
@@ -65,7 +66,7 @@ def _positive_int(text: str) -> int:
 
 
 def _rate(text: str) -> Rate:
-    from .ratelimit import RATE_FORM, Rate
+    from korg_bridge.serving.auth.ratelimit import RATE_FORM, Rate
 
     try:
         return Rate.parse(text)
@@ -96,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description=(
             "Serve the callables of korg:introspect@v1 binaries as MCP tools (stdio, or HTTP with --http). "
-            f"Side-effecting callables are refused unless {ENV_VAR} or --allow permits them."
+            f"Side-effecting callables are refused unless {ENV_ALLOW} or --allow permits them."
         ),
         epilog=(
             f"Examples: {PROG} korg-recall --list-tools lists the tools of korg-recall, installed beside "
@@ -111,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--allow",
         metavar="LIST",
-        help=f"side effects to allow: comma-separated fs_write,network,ledger_write, or all (overrides {ENV_VAR})",
+        help=f"side effects to allow: comma-separated fs_write,network,ledger_write, or all (overrides {ENV_ALLOW})",
     )
     parser.add_argument("--list-tools", action="store_true", help="print the tools and the policy, then exit")
     parser.add_argument(
@@ -249,7 +250,7 @@ def _warn_faults(documents: Sequence[Document]) -> None:
     """One warning per callable a binary declares but the bridge cannot serve: a fault its
     author should hear of. A ``cli_only`` callable is left out on purpose: no warning (the
     start line counts them; ``--list-tools`` shows every one with its reason)."""
-    from .listing import printable
+    from korg_bridge.bridge.listing import printable
 
     for document in documents:
         for skipped in document.skipped:
@@ -265,7 +266,7 @@ def _check_audit(args: argparse.Namespace) -> Path | None:
     Raises:
         ConfigError: the path is one the server would refuse.
     """
-    from .audit import audit_path, check_audit_path
+    from korg_bridge.serving.audit import audit_path, check_audit_path
 
     path = audit_path(args.audit, os.environ)
     if path is not None:
@@ -278,11 +279,11 @@ async def _run(args: argparse.Namespace, policy: Policy) -> int:
     listen = _check_http(args) if args.http else None
     _check_audit(args)
     documents = await _discover_all(args)
-    from .catalogue import Catalogue, ToolFilter
+    from korg_bridge.bridge.catalogue import Catalogue, ToolFilter
 
     tool_filter = ToolFilter(tuple(args.include_tool), tuple(args.exclude_tool))
     if args.list_tools:
-        from .listing import print_table, tools_report
+        from korg_bridge.bridge.listing import print_table, tools_report
 
         catalogue = Catalogue(documents, policy, args.tool_names, tool_filter)
         report = tools_report(documents, catalogue, policy)
@@ -294,8 +295,8 @@ async def _run(args: argparse.Namespace, policy: Policy) -> int:
         return 0
 
     _warn_faults(documents)
-    from .audit import AuditLog
-    from .server import Bridge, BridgeOptions
+    from korg_bridge.serving.audit import AuditLog
+    from korg_bridge.serving.server import Bridge, BridgeOptions
 
     audit = AuditLog.from_env(args.audit, os.environ, binary=",".join(d.binary for d in documents))
     options = BridgeOptions(
@@ -331,16 +332,17 @@ def _check_http(args: argparse.Namespace) -> tuple[str, int, TokenSet | None]:
         ConfigError: no usable token, or none while listening off loopback;
             a malformed token file.
     """
-    from .errors import ConfigError
-    from .listen import is_loopback, parse_listen
-    from .tokens import TOKEN_ENV, load_tokens
+    from korg_bridge.config import ENV_BRIDGE_TOKEN
+    from korg_bridge.errors import ConfigError
+    from korg_bridge.serving.auth.binding import is_loopback, parse_listen
+    from korg_bridge.serving.auth.tokens import load_tokens
 
     host, port = parse_listen(args.http)
     tokens = load_tokens(os.environ, args.token_file)
-    os.environ.pop(TOKEN_ENV, None)
+    os.environ.pop(ENV_BRIDGE_TOKEN, None)
     if tokens is None and not is_loopback(host):
         raise ConfigError(
-            f"refusing to listen on {host} without a token: set {TOKEN_ENV} or pass --token-file FILE"
+            f"refusing to listen on {host} without a token: set {ENV_BRIDGE_TOKEN} or pass --token-file FILE"
         )
     return host, port, tokens
 
@@ -351,11 +353,11 @@ async def _serve_http(
     tool_count: int,
     args: argparse.Namespace,
 ) -> int:
-    from .http import serve_http
-    from .tokens import Keyring
+    from korg_bridge.serving.auth.tokens import Keyring
+    from korg_bridge.serving.http import serve_http
 
     host, port, tokens = listen
-    logging.getLogger("korg_bridge.http").setLevel(logging.INFO)
+    logging.getLogger("korg_bridge.serving.http").setLevel(logging.INFO)
     health = {
         "name": PROG,
         "version": __version__,
@@ -408,8 +410,8 @@ async def _serve_stdio(bridge: Bridge) -> int:
     calls get a moment to report, then the process exits at once (``os._exit``):
     nothing else is left to finish, and an exit code is all a supervisor reads.
     """
-    from .process import terminate_all
-    from .server import serve_stdio
+    from korg_bridge.bridge.process import terminate_all
+    from korg_bridge.serving.server import serve_stdio
 
     async def on_signals() -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -11,6 +11,7 @@ message and return the code without knowing where the error came from::
     │   ├── BinaryNotFound         exit 7  error.dependency_missing
     │   └── DocumentError          exit 3  error.config    (the document is broken)
     ├── NetworkError               exit 5  error.network   (a server cannot be reached)
+    │   └── ConnectionDropped              (a team store's connection dropped: a read runs again)
     ├── DependencyMissing          exit 7  error.dependency_missing (model, extra)
     └── ToolCallError              exit 1  (a call the model can fix: becomes isError)
         ├── ArgumentError                  (arguments fail the schema / cannot be argv)
@@ -104,3 +105,7 @@ class DependencyMissing(KorgError):
     """Something the command needs is not installed (a model, an optional extra)."""
 
     exit_code = 7
+
+
+class ConnectionDropped(NetworkError):
+    """The connection to a team store dropped during a call: a read is run again once."""

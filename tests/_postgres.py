@@ -199,7 +199,7 @@ class Roles:
 
 def korg_recall() -> list[str]:
     found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli"]
+    return [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
 
 
 def migrate(owner_url: str, grant: Sequence[str] = (APP,)) -> subprocess.CompletedProcess[str]:

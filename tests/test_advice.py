@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.advice import render, report, summary
-from korg_bridge.validation import compile_schema
+from korg_bridge.bridge.advice import render, report, summary
+from korg_bridge.bridge.validation import compile_schema
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.argv import build_argv, flag_name, format_scalar, subcommand_path
-from korg_bridge.contract import Document, parse_document
+from korg_bridge.bridge.argv import build_argv, flag_name, format_scalar, subcommand_path
+from korg_bridge.bridge.contract import Document, parse_document
 from korg_bridge.errors import ArgumentError
 
 

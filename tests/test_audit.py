@@ -19,9 +19,9 @@ import anyio
 import pytest
 
 from korg_bridge._version import __version__
-from korg_bridge.audit import OUTPUT_PREVIEW_BYTES, AuditLog, is_secret_name, output_preview
 from korg_bridge.errors import ConfigError
-from korg_bridge.ledger import GENESIS_HASH, verify_file
+from korg_bridge.ledger.chain import GENESIS_HASH, verify_file
+from korg_bridge.serving.audit import OUTPUT_PREVIEW_BYTES, AuditLog, is_secret_name, output_preview
 
 REPO = Path(__file__).resolve().parents[1]
 CONFORMANCE_KEY = b"korg-conformance-key"
@@ -125,7 +125,7 @@ async def test_allowed_denied_and_failed_calls_build_one_intact_chain(tmp_path: 
 
 @pytest.mark.anyio
 async def test_entry_hash_is_sha256_of_the_canonical_event_without_it(tmp_path: Path) -> None:
-    # Independent of korg_bridge.ledger: the spec's formula written out again.
+    # Independent of korg_bridge.ledger.chain: the spec's formula written out again.
     event = await _ok(AuditLog(tmp_path / "a.jsonl"), arguments={"prompt": "中文 😀"})
     preimage = json.dumps(
         {k: v for k, v in event.items() if k != "entry_hash"}, sort_keys=True, separators=(",", ":")
@@ -414,7 +414,7 @@ async def test_a_file_holding_only_a_torn_first_entry_restarts_from_genesis(tmp_
 _RECORDER = """
 import sys
 import anyio
-from korg_bridge.audit import AuditLog
+from korg_bridge.serving.audit import AuditLog
 
 async def main(path: str, name: str, count: int) -> None:
     audit = AuditLog(path, binary=name)
@@ -491,8 +491,8 @@ async def test_a_bridge_killed_mid_recording_leaves_a_ledger_the_next_run_contin
 
 @pytest.mark.anyio
 async def test_korg_recall_finds_a_recorded_call_by_its_arguments(tmp_path: Path) -> None:
-    from korg_bridge.recall.index import Index
-    from korg_bridge.recall.search import search
+    from korg_bridge.recall.history.index import Index
+    from korg_bridge.recall.history.query.search import search
 
     ledger = tmp_path / "audit.jsonl"
     audit = AuditLog(ledger, binary="thump")

@@ -19,16 +19,16 @@ from typing import Any
 import pytest
 from _bridge_client import THUMP, child_env, open_bridge
 
-from korg_bridge.audit import (
+from korg_bridge.errors import ConfigError
+from korg_bridge.ledger.chain import LedgerWriter, verify_file
+from korg_bridge.ledger.file import MAX_LINE_BYTES
+from korg_bridge.serving.audit import (
     ARGUMENT_MAX_BYTES,
     ARGUMENT_MAX_DEPTH,
     ARGUMENTS_MAX_BYTES,
     AuditLog,
     bound_arguments,
 )
-from korg_bridge.errors import ConfigError
-from korg_bridge.ledger import LedgerWriter, verify_file
-from korg_bridge.ledgerfile import MAX_LINE_BYTES
 
 REPO = Path(__file__).resolve().parents[1]
 DEEP = 100_000

@@ -16,7 +16,7 @@ from conftest import FIXTURE_BINS
 from mcp import Client
 
 from korg_bridge import BridgeOptions, ConfigError, Policy, build_server, discover
-from korg_bridge.catalogue import Catalogue, ToolFilter
+from korg_bridge.bridge.catalogue import Catalogue, ToolFilter
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,8 @@ from _bridge_client import CALL_BOUND, THUMP, open_bridge, text_of
 from mcp import Client
 
 from korg_bridge import BridgeOptions, Policy, build_server, discover
-from korg_bridge.argv import MAX_ARG_STRLEN
-from korg_bridge.audit import AuditLog
+from korg_bridge.bridge.argv import MAX_ARG_STRLEN
+from korg_bridge.serving.audit import AuditLog
 
 pytestmark = pytest.mark.anyio
 

@@ -34,8 +34,8 @@ from _bridge_client import (
 from conftest import python_env
 
 from korg_bridge import __version__
+from korg_bridge.bridge.contract import SIDE_EFFECTS
 from korg_bridge.cli import main
-from korg_bridge.contract import SIDE_EFFECTS
 
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 ERROR_LINE = re.compile(r"^korg-bridge: error: [^\n]+\n$")

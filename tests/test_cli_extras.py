@@ -17,9 +17,9 @@ from conftest import FIXTURE_BINS, python_env
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from korg_bridge.ledger import verify_file
-from korg_bridge.recall.index import Index
-from korg_bridge.recall.search import search
+from korg_bridge.ledger.chain import verify_file
+from korg_bridge.recall.history.index import Index
+from korg_bridge.recall.history.query.search import search
 
 THUMP = FIXTURE_BINS / "thump"
 EXTRAS = FIXTURE_BINS / "extras"

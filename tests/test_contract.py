@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from korg_bridge.contract import contract_schema, parse_document
+from korg_bridge.bridge.contract import contract_schema, parse_document
 from korg_bridge.errors import DocumentError
 
 

@@ -13,7 +13,7 @@ import pytest
 from _bridge_client import BROKEN, FIXTURE_BINS, REPO, THUMP, THUMP_SKIPPED, read_pid, wait_dead
 from conftest import python_env
 
-from korg_bridge.discovery import MAX_DOCUMENT_BYTES, decode_document, discover, resolve_binary
+from korg_bridge.bridge.discovery import MAX_DOCUMENT_BYTES, decode_document, discover, resolve_binary
 from korg_bridge.errors import BinaryNotFound, DiscoveryError, DocumentError
 
 pytestmark = pytest.mark.anyio

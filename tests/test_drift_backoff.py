@@ -20,8 +20,8 @@ from conftest import FIXTURE_BINS, python_env
 from mcp import Client
 
 from korg_bridge import BridgeOptions, Policy, discover
-from korg_bridge.drift import MAX_BACKOFF, Watch
-from korg_bridge.server import Bridge
+from korg_bridge.bridge.drift import MAX_BACKOFF, Watch
+from korg_bridge.serving.server import Bridge
 
 pytestmark = pytest.mark.anyio
 

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from korg_bridge.durable import reserve, write_all
+from korg_bridge._fs.durable import reserve, write_all
 
 
 def test_reserve_takes_the_next_free_number_and_never_touches_what_exists(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from _bridge_client import CALL_BOUND, FIXTURE_BINS, Bridge, open_bridge, run_cli, text_of
 
-from korg_bridge.validation import OVERRUN_GRACE, VALIDATION_TIME_LIMIT
+from korg_bridge.bridge.validation import OVERRUN_GRACE, VALIDATION_TIME_LIMIT
 
 pytestmark = pytest.mark.anyio
 

@@ -33,7 +33,8 @@ from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 
 from korg_bridge import BridgeOptions, ConfigError, Document, Policy, UsageError, build_server, discover
-from korg_bridge.http import (
+from korg_bridge.bridge.process import KILL_GRACE
+from korg_bridge.serving.http import (
     TOKEN_ENV,
     build_http_app,
     is_loopback,
@@ -42,7 +43,6 @@ from korg_bridge.http import (
     security_settings,
     serve_http,
 )
-from korg_bridge.process import KILL_GRACE
 
 pytestmark = pytest.mark.anyio
 
@@ -80,7 +80,7 @@ async def serving(**overrides: Any) -> AsyncIterator[str]:
     server = await thump_server()
     options: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "token": TOKEN, "health": HEALTH}
     options.update(overrides)
-    logger = logging.getLogger("korg_bridge.http")
+    logger = logging.getLogger("korg_bridge.serving.http")
     handler, level = _Messages(), logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
@@ -363,7 +363,7 @@ def test_a_token_file_others_can_read_is_warned_about(
     path = tmp_path / "token"
     path.write_text(TOKEN)
     path.chmod(0o644)
-    with caplog.at_level(logging.WARNING, logger="korg_bridge.http"):
+    with caplog.at_level(logging.WARNING, logger="korg_bridge.serving.http"):
         assert load_token({}, str(path)) == TOKEN
     assert "chmod 600" in caplog.text
     assert TOKEN not in caplog.text
@@ -375,7 +375,7 @@ SERVE_SCRIPT = """
 import logging, os, sys
 import anyio
 from korg_bridge import BridgeOptions, Policy, build_server, discover
-from korg_bridge.http import load_token, serve_http
+from korg_bridge.serving.http import load_token, serve_http
 
 async def main(binary, grace):
     document = await discover(binary)

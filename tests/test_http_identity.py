@@ -25,11 +25,11 @@ from mcp.client.streamable_http import streamable_http_client
 from test_http import JSON_HEADERS, URL_PATTERN, serving
 
 from korg_bridge import BridgeOptions, Policy, build_server, discover
-from korg_bridge.audit import AuditLog
-from korg_bridge.http import reload_tokens, serve_http
-from korg_bridge.identity import ENV_ACTOR, ENV_TENANT
-from korg_bridge.ledger import verify_file
-from korg_bridge.tokens import Keyring, parse_tokens
+from korg_bridge.config import ENV_BRIDGE_ACTOR, ENV_BRIDGE_TENANT
+from korg_bridge.ledger.chain import verify_file
+from korg_bridge.serving.audit import AuditLog
+from korg_bridge.serving.auth.tokens import Keyring, parse_tokens
+from korg_bridge.serving.http import reload_tokens, serve_http
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +40,7 @@ ANA = "tok-ana-7Hq2vX9pLm3Rk8Wz"
 BOB = "tok-bob-Qw3Er4Ty5Ui6Op7A"
 OPS = "tok-ops-ZyXwVuTsRqPoNmLk"
 TOKEN_FILE = f"{ANA} acme ana@example.com\n{BOB} globex ci:nightly\n{OPS}\n"
-NAMES = (ENV_TENANT, ENV_ACTOR, "KORG_BRIDGE_TOKEN")
+NAMES = (ENV_BRIDGE_TENANT, ENV_BRIDGE_ACTOR, "KORG_BRIDGE_TOKEN")
 
 
 @asynccontextmanager
@@ -106,8 +106,8 @@ async def seen(connected: Client, name: str) -> str | None:
 @pytest.fixture
 def inherited(monkeypatch: pytest.MonkeyPatch) -> None:
     """Values the bridge's own environment holds, which no HTTP caller may inherit."""
-    monkeypatch.setenv(ENV_TENANT, "stale-tenant")
-    monkeypatch.setenv(ENV_ACTOR, "stale-actor")
+    monkeypatch.setenv(ENV_BRIDGE_TENANT, "stale-tenant")
+    monkeypatch.setenv(ENV_BRIDGE_ACTOR, "stale-actor")
     monkeypatch.setenv("KORG_BRIDGE_TOKEN", OPS)
 
 
@@ -140,8 +140,8 @@ async def test_an_open_loopback_server_gives_no_caller_a_tenant() -> None:
 async def test_without_http_the_inherited_tenant_is_left_to_the_operator() -> None:
     document = await discover(str(FIXTURE_BINS / "thump"))
     async with Client(build_server(document, BridgeOptions(policy=Policy()))) as connected:
-        assert await seen(connected, ENV_TENANT) == "stale-tenant"
-        assert await seen(connected, ENV_ACTOR) == "stale-actor"
+        assert await seen(connected, ENV_BRIDGE_TENANT) == "stale-tenant"
+        assert await seen(connected, ENV_BRIDGE_ACTOR) == "stale-actor"
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -156,7 +156,7 @@ async def test_concurrent_calls_of_two_tenants_never_see_each_other_s_identity(
     ):
 
         async def ask(connected: Client, token: str) -> None:
-            answers[token].append(await seen(connected, ENV_TENANT))
+            answers[token].append(await seen(connected, ENV_BRIDGE_TENANT))
 
         with anyio.fail_after(BOUND * 2):
             async with anyio.create_task_group() as tg:
@@ -224,7 +224,7 @@ async def test_a_reload_adds_and_removes_tokens_without_a_restart(tmp_path: Path
         assert await reload_tokens(keyring)
         assert [await status(t) for t in (ANA, BOB, OPS)] == [200, 401, 200]
         async with client(base, OPS) as connected:
-            assert await seen(connected, ENV_TENANT) == "initech"
+            assert await seen(connected, ENV_BRIDGE_TENANT) == "initech"
 
         Path(keyring.path).write_text(f"{ANA} acme\n{BOB} acme bad;actor\n")
         assert not await reload_tokens(keyring)

@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from test_http import JSON_HEADERS, URL_PATTERN
 
 from korg_bridge.cli import build_parser
-from korg_bridge.ledger import verify_file
+from korg_bridge.ledger.chain import verify_file
 
 THUMP = FIXTURE_BINS / "thump"
 BOUND = 60.0
@@ -158,7 +158,7 @@ async def test_two_tokens_are_two_tenants_and_sighup_reloads_the_file_without_a_
         [
             sys.executable,
             "-c",
-            "from korg_bridge.recall.cli import main; raise SystemExit(main())",
+            "from korg_bridge.recall.cli.app import main; raise SystemExit(main())",
             "verify",
             "--path",
             str(ledger),

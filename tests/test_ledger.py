@@ -16,7 +16,7 @@ import pytest
 from conftest import peers_missing
 
 from korg_bridge.errors import ConfigError, KorgError
-from korg_bridge.ledger import (
+from korg_bridge.ledger.chain import (
     GENESIS_HASH,
     LedgerWriter,
     VerifyReport,
@@ -319,7 +319,7 @@ def test_torn_last_line_is_cut_and_the_chain_resumes(
     intact_size = path.stat().st_size
     with path.open("ab") as handle:
         handle.write(b'{"schema_version": "1.0", "seq_id": 4, "tool_na')
-    with caplog.at_level(logging.WARNING, logger="korg_bridge.ledger"):
+    with caplog.at_level(logging.WARNING, logger="korg_bridge.ledger.chain"):
         event = LedgerWriter(path).append({"tool_name": "after-crash"})
     assert "cut a torn last line of 47 bytes" in caplog.text
     assert event["seq_id"] == 4
@@ -336,7 +336,7 @@ def test_complete_last_entry_missing_its_newline_is_kept_not_cut(
     path = tmp_path / "l.jsonl"
     events = _write_chain(path, 2)
     path.write_bytes(path.read_bytes().rstrip(b"\n"))
-    with caplog.at_level(logging.WARNING, logger="korg_bridge.ledger"):
+    with caplog.at_level(logging.WARNING, logger="korg_bridge.ledger.chain"):
         event = LedgerWriter(path).append({"tool_name": "t"})
     assert "terminated it" in caplog.text
     assert (event["seq_id"], event["prev_hash"]) == (3, events[-1]["entry_hash"])
@@ -355,7 +355,7 @@ def test_a_file_that_is_only_a_torn_line_restarts_from_genesis(tmp_path: Path) -
 
 _APPENDER = """
 import sys
-from korg_bridge.ledger import LedgerWriter
+from korg_bridge.ledger.chain import LedgerWriter
 writer = LedgerWriter(sys.argv[1])
 count = int(sys.argv[3])
 i = 0

@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
+from korg_bridge._fs.lines import CHUNK_SIZE as READ_CHUNK
 from korg_bridge.errors import ConfigError, DependencyMissing, UsageError
-from korg_bridge.ledger import GENESIS_HASH, LedgerWriter, entry_hash, preimage, verify_file
-from korg_bridge.ledgercheck import (
+from korg_bridge.ledger.chain import GENESIS_HASH, LedgerWriter, entry_hash, preimage, verify_file
+from korg_bridge.ledger.check import (
     MAX_INTEGER,
     MAX_LINE_BYTES,
     SignatureCheck,
     ledger_lines,
     parse_public_key,
 )
-from korg_bridge.lines import CHUNK_SIZE as READ_CHUNK
 
 REPO = Path(__file__).resolve().parents[1]
 SUBPROCESS_BOUND = 60.0
@@ -63,7 +63,7 @@ def _chain(*bodies: dict[str, Any]) -> list[dict[str, Any]]:
 def _cli(
     *args: str, env: dict[str, str] | None = None, code: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    program = code or "from korg_bridge.recall.cli import main; raise SystemExit(main())"
+    program = code or "from korg_bridge.recall.cli.app import main; raise SystemExit(main())"
     return subprocess.run(
         [sys.executable, "-c", program, *args],
         capture_output=True,
@@ -359,7 +359,7 @@ def test_a_bad_pubkey_is_exit_2_before_reading_anything(samples: Path) -> None:
 def test_pubkey_without_the_cryptography_package_is_exit_7_naming_the_extra(samples: Path) -> None:
     hide = (
         "import sys; sys.modules['cryptography'] = None\n"  # as on a machine without the [verify] extra
-        "from korg_bridge.recall.cli import main; raise SystemExit(main())"
+        "from korg_bridge.recall.cli.app import main; raise SystemExit(main())"
     )
     key = (samples / "signed.pubkey").read_text().strip()
     done = _cli("verify", "--path", str(samples / "signed.jsonl"), "--pubkey", key, code=hide)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from korg_bridge import lines as lines_module
+from korg_bridge._fs import lines as lines_module
+from korg_bridge._fs.lines import HEAD_BYTES, Line, LineFile, head_hash
 from korg_bridge.errors import ConfigError
-from korg_bridge.lines import HEAD_BYTES, Line, LineFile, head_hash
 
 
 def read(path: Path, offset: int = 0, line_no: int = 0, **options: int) -> list[Line]:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from korg_bridge.output import build_result, format_stdout
-from korg_bridge.process import ProcessResult
+from korg_bridge.bridge.output import build_result, format_stdout
+from korg_bridge.bridge.process import ProcessResult
 
 
 def done(stdout: bytes = b"", stderr: bytes = b"", code: int | None = 0, **kw: object) -> ProcessResult:

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from korg_bridge.bridge.patterns import MAX_REPEAT, check_pattern, compile_pattern
 from korg_bridge.errors import DocumentError
-from korg_bridge.patterns import MAX_REPEAT, check_pattern, compile_pattern
 
 
 @pytest.mark.parametrize(

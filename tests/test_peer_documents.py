@@ -18,10 +18,10 @@ import pytest
 from _bridge_client import CALL_BOUND, FIXTURE_BINS, child_env, open_bridge, text_of
 from mcp import Client
 
-from korg_bridge.contract import contract_schema
-from korg_bridge.discovery import discover
-from korg_bridge.policy import Policy
-from korg_bridge.server import BridgeOptions, build_server
+from korg_bridge.bridge.contract import contract_schema
+from korg_bridge.bridge.discovery import discover
+from korg_bridge.bridge.policy import Policy
+from korg_bridge.serving.server import BridgeOptions, build_server
 
 pytestmark = pytest.mark.anyio
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from korg_bridge.contract import parse_document
+from korg_bridge.bridge.contract import parse_document
+from korg_bridge.bridge.policy import Policy
 from korg_bridge.errors import ConfigError, UsageError
-from korg_bridge.policy import Policy
 
 
 def spec(side_effects: str | None, output_mode: str = "stream"):  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ import pytest
 from _bridge_client import BROKEN, THUMP, is_dead, read_pid, wait_dead, wait_for_file
 from conftest import python_env
 
-from korg_bridge.process import ProcessResult, run_process, signal_group
+from korg_bridge.bridge.process import ProcessResult, run_process, signal_group
 
 pytestmark = pytest.mark.anyio
 

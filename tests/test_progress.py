@@ -12,7 +12,7 @@ import anyio
 import pytest
 from _bridge_client import open_bridge, text_of
 
-from korg_bridge.progress import MAX_MESSAGE, LineProgress, readable
+from korg_bridge.bridge.progress import MAX_MESSAGE, LineProgress, readable
 
 pytestmark = pytest.mark.anyio
 

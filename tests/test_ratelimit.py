@@ -19,9 +19,9 @@ from mcp.shared.exceptions import MCPError
 from test_http import JSON_HEADERS, serving
 
 from korg_bridge.errors import UsageError
-from korg_bridge.gate import RATE_LIMITED
-from korg_bridge.ratelimit import SESSION_START, CallCap, Limiter, Rate
-from korg_bridge.tokens import parse_tokens
+from korg_bridge.serving.auth.gate import RATE_LIMITED
+from korg_bridge.serving.auth.ratelimit import SESSION_START, CallCap, Limiter, Rate
+from korg_bridge.serving.auth.tokens import parse_tokens
 
 pytestmark = pytest.mark.anyio
 

@@ -16,8 +16,8 @@ from _bridge_client import BROKEN, THUMP, is_dead, open_bridge, read_pid, wait_d
 from conftest import REPO, python_env
 from mcp.shared.exceptions import MCPError
 
-from korg_bridge.process import KILL_GRACE
-from korg_bridge.reaper import Reaper
+from korg_bridge.bridge.process import KILL_GRACE
+from korg_bridge.bridge.reaper import Reaper
 
 pytestmark = pytest.mark.anyio
 
@@ -54,7 +54,7 @@ async def test_sigkilling_the_bridge_ends_a_running_call_and_its_grandchild(tmp_
 
 KILLED_HOST = """
 import sys, anyio
-from korg_bridge.process import run_process
+from korg_bridge.bridge.process import run_process
 anyio.run(lambda: run_process([sys.argv[1]], timeout=600))
 """
 """A library user (an HTTP bridge, say) running one child; the test SIGKILLs it."""
@@ -142,14 +142,14 @@ async def test_a_reaper_that_was_killed_is_replaced_and_told_every_running_group
 
 
 def test_the_reaper_never_signals_its_own_or_inits_group() -> None:
-    from korg_bridge.reaper import signal_group
+    from korg_bridge.bridge.reaper import signal_group
 
     assert signal_group(0, 0) is False
     assert signal_group(1, 0) is False
 
 
 async def test_the_reaper_program_ignores_garbled_lines_and_ends_what_it_was_told_at_eof() -> None:
-    from korg_bridge.reaper import serve
+    from korg_bridge.bridge.reaper import serve
 
     running, released = sleeper(), sleeper()
     read_end, write_end = os.pipe()

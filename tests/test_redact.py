@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from korg_bridge import audit
-from korg_bridge.audit import OUTPUT_PREVIEW_BYTES, output_preview
 from korg_bridge.redact import REDACTED, is_secret_name, redact, redact_arguments, redact_value
+from korg_bridge.serving import audit
+from korg_bridge.serving.audit import OUTPUT_PREVIEW_BYTES, output_preview
 
 CORPUS_PATH = Path(__file__).resolve().parent / "data" / "secrets.json"
 SPLIT = "«»"

@@ -16,8 +16,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from korg_bridge import BridgeOptions, build_server, discover
-from korg_bridge.contract import parse_document
-from korg_bridge.recall.cli import main as korg_recall_main
+from korg_bridge.bridge.contract import parse_document
+from korg_bridge.recall.cli.app import main as korg_recall_main
 
 pytestmark = pytest.mark.anyio
 

@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from korg_bridge.argv import build_argv
-from korg_bridge.contract import parse_document
+from korg_bridge.bridge.argv import build_argv
+from korg_bridge.bridge.contract import parse_document
 from korg_bridge.toolkit import Toolkit
 
 SCHEMA: dict[str, Any] = {

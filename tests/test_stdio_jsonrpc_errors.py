@@ -20,8 +20,8 @@ from _bridge_client import INITIALIZE, REPO, THUMP, child_env
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from korg_bridge.jsonrpc import MAX_MESSAGE_BYTES, Rejection, parse_message
-from korg_bridge.stdio import LineSplitter, Overflow
+from korg_bridge.serving.jsonrpc import MAX_MESSAGE_BYTES, Rejection, parse_message
+from korg_bridge.serving.stdio import LineSplitter, Overflow
 
 pytestmark = pytest.mark.anyio
 
@@ -192,7 +192,7 @@ def test_each_bad_line_parses_to_its_rejection(case: str) -> None:
 
 
 def test_an_oversized_message_keeps_the_id_found_in_its_head() -> None:
-    from korg_bridge.jsonrpc import oversized
+    from korg_bridge.serving.jsonrpc import oversized
 
     rejection = oversized(b'{"jsonrpc": "2.0", "id": "big", "params": {"x": "aaaa')
     assert (rejection.code, rejection.id) == (INVALID_REQUEST, "big")
@@ -242,7 +242,7 @@ async def test_the_transport_answers_bad_lines_and_passes_good_ones_in_process()
     import os
 
     from korg_bridge import BridgeOptions, Policy, build_server, discover
-    from korg_bridge.stdio import stdio_transport
+    from korg_bridge.serving.stdio import stdio_transport
 
     server = build_server(await discover(str(THUMP)), BridgeOptions(policy=Policy(), reload=False))
     client_to_server, server_in = os.pipe()

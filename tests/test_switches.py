@@ -1,4 +1,4 @@
-"""Yes/no environment switches: one parser (korg_bridge.switches) for every KORG_* on/off variable."""
+"""Yes/no environment switches: one parser (korg_bridge.config) for every KORG_* on/off variable."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from korg_bridge.config import switch
 from korg_bridge.errors import ConfigError
-from korg_bridge.switches import switch
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -24,8 +24,8 @@ from conftest import python_env
 from mcp import Client
 
 from korg_bridge import BridgeOptions, Policy, build_server, discover
-from korg_bridge.discovery import resolve_binary
-from korg_bridge.drift import FileStamp
+from korg_bridge.bridge.discovery import resolve_binary
+from korg_bridge.bridge.drift import FileStamp
 
 pytestmark = pytest.mark.anyio
 

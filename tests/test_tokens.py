@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from korg_bridge.config import ENV_BRIDGE_ACTOR, ENV_BRIDGE_AUDIT, ENV_BRIDGE_TENANT, ENV_BRIDGE_TRANSPORT
 from korg_bridge.errors import ConfigError
-from korg_bridge.identity import (
-    ENV_ACTOR,
-    ENV_AUDIT,
-    ENV_TENANT,
-    ENV_TRANSPORT,
-    Identity,
-    child_environment,
-    request_identity,
+from korg_bridge.serving.auth.identity import Identity, child_environment, request_identity
+from korg_bridge.serving.auth.tokens import (
+    MAX_FILE_BYTES,
+    Keyring,
+    TokenSet,
+    load_tokens,
+    parse_tokens,
+    read_token_file,
 )
-from korg_bridge.tokens import MAX_FILE_BYTES, Keyring, TokenSet, load_tokens, parse_tokens, read_token_file
 
 ANA = "tok-ana-7Hq2vX9pLm3Rk8Wz"
 CI = "tok-ci-0aB1cD2eF3gH4iJ5"
@@ -210,22 +210,27 @@ def test_a_reload_replaces_the_set_whole_or_keeps_it(tmp_path: Path) -> None:
 
 
 def test_over_http_the_child_gets_the_token_s_names_and_nothing_inherited() -> None:
-    base = {"PATH": "/bin", ENV_TENANT: "stale", ENV_ACTOR: "stale", "KORG_BRIDGE_TOKEN": ANA}
+    base = {"PATH": "/bin", ENV_BRIDGE_TENANT: "stale", ENV_BRIDGE_ACTOR: "stale", "KORG_BRIDGE_TOKEN": ANA}
     named = child_environment(base, Identity("acme", "ana", key="k"))
-    assert named == {"PATH": "/bin", ENV_TRANSPORT: "http", ENV_TENANT: "acme", ENV_ACTOR: "ana"}
+    assert named == {
+        "PATH": "/bin",
+        ENV_BRIDGE_TRANSPORT: "http",
+        ENV_BRIDGE_TENANT: "acme",
+        ENV_BRIDGE_ACTOR: "ana",
+    }
     tenant_only = child_environment(base, Identity("acme", key="k"))
-    assert tenant_only == {"PATH": "/bin", ENV_TRANSPORT: "http", ENV_TENANT: "acme"}
-    assert child_environment(base, Identity()) == {"PATH": "/bin", ENV_TRANSPORT: "http"}
-    assert base[ENV_TENANT] == "stale"  # the bridge's own mapping is not changed
+    assert tenant_only == {"PATH": "/bin", ENV_BRIDGE_TRANSPORT: "http", ENV_BRIDGE_TENANT: "acme"}
+    assert child_environment(base, Identity()) == {"PATH": "/bin", ENV_BRIDGE_TRANSPORT: "http"}
+    assert base[ENV_BRIDGE_TENANT] == "stale"  # the bridge's own mapping is not changed
 
 
 def test_over_http_the_child_is_told_the_audit_ledger_it_must_keep_from_callers() -> None:
     env = child_environment({"PATH": "/bin"}, Identity("acme", key="k"), audit="/var/lib/korg/audit.jsonl")
-    assert env is not None and env[ENV_AUDIT] == "/var/lib/korg/audit.jsonl"
+    assert env is not None and env[ENV_BRIDGE_AUDIT] == "/var/lib/korg/audit.jsonl"
 
 
 def test_without_an_http_request_the_environment_is_left_alone() -> None:
-    base = {ENV_TENANT: "set-by-the-operator"}
+    base = {ENV_BRIDGE_TENANT: "set-by-the-operator"}
     assert child_environment(base, None) is base
     assert child_environment(None, None) is None
     assert request_identity(None) is None

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from korg_bridge.toolnames import SAFE_NAME_RE, assign_names, safe_name
+from korg_bridge.bridge.toolnames import SAFE_NAME_RE, assign_names, safe_name
 
 
 def test_dots_become_underscores() -> None:

@@ -8,10 +8,10 @@ from typing import Any
 import anyio
 import pytest
 
-from korg_bridge.contract import parse_document
+from korg_bridge.bridge.contract import parse_document
+from korg_bridge.bridge.toolnames import SAFE_NAME_RE, is_safe_name
+from korg_bridge.bridge.validation import compile_schema, validate
 from korg_bridge.errors import ArgumentError, DocumentError
-from korg_bridge.toolnames import SAFE_NAME_RE, is_safe_name
-from korg_bridge.validation import compile_schema, validate
 
 
 def _doc(*callables: dict[str, Any]) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from conftest import peers_missing
 
-from korg_bridge.lines import MAX_LINE_BYTES
-from korg_bridge.recall.batches import Batch, Work, read_file
-from korg_bridge.recall.rows import ROW_COLUMNS
-from korg_bridge.recall.sources import stat_file
+from korg_bridge._fs.lines import MAX_LINE_BYTES
+from korg_bridge.recall.history.ingest.batches import Batch, Work, read_file
+from korg_bridge.recall.history.ingest.rows import ROW_COLUMNS
+from korg_bridge.recall.history.ingest.sources import stat_file
 
 REPO = Path(__file__).resolve().parents[2]
 SESSIONS = REPO / ".." / "shared" / "peers" / "ledgers" / "sessions"

@@ -2,7 +2,7 @@
 
 A real ``Read`` of a 40 KB file, shown with context, once came to 137 KB on the command line.
 Now each string longer than ``limit`` is windowed at ``offset``, the whole answer stays under
-:data:`~korg_bridge.recall.paging.RESPONSE_CHARS`, and following ``next`` gives back everything.
+:data:`~korg_bridge.recall.history.query.paging.RESPONSE_CHARS`, and following ``next`` gives back everything.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from _sqlite import connect
 from _transcripts import TRANSCRIPTS, unpack_transcripts
 from conftest import peers_missing
 
-from korg_bridge.recall.cli import main
-from korg_bridge.recall.paging import DEFAULT_LIMIT, MIN_LIMIT, RESPONSE_CHARS, bound_events
+from korg_bridge.recall.cli.app import main
+from korg_bridge.recall.history.query.paging import DEFAULT_LIMIT, MIN_LIMIT, RESPONSE_CHARS, bound_events
 
 Show = Callable[..., dict[str, Any]]
 

@@ -21,7 +21,7 @@ from _bridge_client import Bridge, open_bridge, text_of
 from _transcripts import unpack_transcripts
 from conftest import peers_missing
 
-from korg_bridge.recall.paging import RESPONSE_CHARS
+from korg_bridge.recall.history.query.paging import RESPONSE_CHARS
 
 pytestmark = pytest.mark.anyio
 

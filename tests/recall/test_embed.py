@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from _models import MODEL_DIR, lay_out_hub_cache, needs_fastembed, needs_model
 
+from korg_bridge.config import ENV_RECALL_MODEL, ENV_RECALL_MODEL_DIR
 from korg_bridge.errors import DependencyMissing
-from korg_bridge.recall import embed, model
+from korg_bridge.recall.semantic import embed, model
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +29,7 @@ SUBPROCESS_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def model_env() -> dict[str, str]:
-    return {model.MODEL_DIR_ENV: MODEL_DIR}
+    return {ENV_RECALL_MODEL_DIR: MODEL_DIR}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def cosine(a: object, b: object) -> float:
 
 def test_importing_embed_loads_no_embedding_stack() -> None:
     code = (
-        "import sys, korg_bridge.recall.embed\n"
+        "import sys, korg_bridge.recall.semantic.embed\n"
         "print([m for m in ('numpy', 'fastembed', 'onnxruntime', 'tokenizers') if m in sys.modules])"
     )
     out = subprocess.run(
@@ -70,12 +71,12 @@ def test_model_cache_is_persistent_under_xdg_cache_home(tmp_path: Path) -> None:
 
 
 def test_an_empty_model_directory_is_not_available(tmp_path: Path) -> None:
-    env = {model.MODEL_DIR_ENV: str(tmp_path)}
+    env = {ENV_RECALL_MODEL_DIR: str(tmp_path)}
     assert model.model_available(env) is False
     with pytest.raises(DependencyMissing) as info:
         embed.load_embedder(env)
     assert info.value.exit_code == 7
-    assert f"{model.MODEL_DIR_ENV}={tmp_path}" in info.value.message
+    assert f"{ENV_RECALL_MODEL_DIR}={tmp_path}" in info.value.message
     assert "korg-recall model pull" in info.value.message
 
 
@@ -168,7 +169,7 @@ def test_related_incidents_are_closer_than_unrelated_chores(embedder: model.Embe
 def test_a_directory_without_manifest_gets_a_content_derived_id(tmp_path: Path) -> None:
     for name in ("model.onnx", "tokenizer.json", "tokenizer_config.json", "config.json"):
         shutil.copyfile(Path(MODEL_DIR) / name, tmp_path / name)
-    loaded = embed.load_embedder({model.MODEL_DIR_ENV: str(tmp_path)})
+    loaded = embed.load_embedder({ENV_RECALL_MODEL_DIR: str(tmp_path)})
     assert loaded.dim == 384  # from config.json's hidden_size
     assert loaded.model_id.startswith(f"local/{tmp_path.name}@")
     assert loaded.embed(["hello"]).shape == (1, 384)
@@ -180,7 +181,7 @@ def test_a_corrupt_model_file_is_a_dependency_error_not_a_crash(tmp_path: Path) 
         shutil.copyfile(Path(MODEL_DIR) / name, tmp_path / name)
     (tmp_path / "model.onnx").write_bytes(b"not an onnx graph")
     with pytest.raises(DependencyMissing) as info:
-        embed.load_embedder({model.MODEL_DIR_ENV: str(tmp_path)})
+        embed.load_embedder({ENV_RECALL_MODEL_DIR: str(tmp_path)})
     assert info.value.exit_code == 7
     assert str(tmp_path) in info.value.message
 
@@ -188,7 +189,7 @@ def test_a_corrupt_model_file_is_a_dependency_error_not_a_crash(tmp_path: Path) 
 @needs_model
 def test_pull_records_a_cached_named_model_that_then_loads_offline(tmp_path: Path) -> None:
     snapshot = lay_out_hub_cache(tmp_path / "korg-recall" / "models")
-    env = {"XDG_CACHE_HOME": str(tmp_path), model.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2"}
+    env = {"XDG_CACHE_HOME": str(tmp_path), ENV_RECALL_MODEL: "sentence-transformers/all-MiniLM-L6-v2"}
 
     assert model.model_available(env) is False
     assert embed.pull_model(env) == snapshot
@@ -218,7 +219,7 @@ def test_build_script_is_idempotent_on_a_verified_directory() -> None:
 def test_a_directory_named_by_a_fastembed_model_takes_its_pooling_from_fastembed(tmp_path: Path) -> None:
     for name in ("model.onnx", "tokenizer.json", "tokenizer_config.json", "config.json"):
         shutil.copyfile(Path(MODEL_DIR) / name, tmp_path / name)
-    env = {model.MODEL_DIR_ENV: str(tmp_path), model.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2"}
+    env = {ENV_RECALL_MODEL_DIR: str(tmp_path), ENV_RECALL_MODEL: "sentence-transformers/all-MiniLM-L6-v2"}
     loaded = embed.load_embedder(env)
     assert (loaded.model_id, loaded.dim) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
     text = ["migrations ran before postgres was ready"]
@@ -231,7 +232,7 @@ def test_an_unreadable_tokenizer_is_a_dependency_error(tmp_path: Path) -> None:
         shutil.copyfile(Path(MODEL_DIR) / name, tmp_path / name)
     (tmp_path / "tokenizer.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(DependencyMissing) as info:
-        embed.load_embedder({model.MODEL_DIR_ENV: str(tmp_path)})
+        embed.load_embedder({ENV_RECALL_MODEL_DIR: str(tmp_path)})
     assert info.value.exit_code == 7
     assert "tokenizer" in info.value.message
 
@@ -244,7 +245,7 @@ def test_a_pooling_korg_recall_cannot_run_is_refused_with_the_fix(tmp_path: Path
         json.dumps({**manifest, "pooling": "last"}), encoding="utf-8"
     )
     with pytest.raises(DependencyMissing, match='use "mean" or "cls"'):
-        embed.load_embedder({model.MODEL_DIR_ENV: str(tmp_path / "m")})
+        embed.load_embedder({ENV_RECALL_MODEL_DIR: str(tmp_path / "m")})
 
 
 @needs_model
@@ -252,7 +253,7 @@ def test_a_pulled_model_folder_copied_to_an_offline_machine_loads_from_model_dir
     """The README's offline recipe: copy the folder `model pull` reports, set MODEL_DIR and MODEL."""
     online = {
         "XDG_CACHE_HOME": str(tmp_path / "online"),
-        model.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2",
+        ENV_RECALL_MODEL: "sentence-transformers/all-MiniLM-L6-v2",
     }
     lay_out_hub_cache(tmp_path / "online" / "korg-recall" / "models")
     pulled = embed.pull_model(online)
@@ -260,8 +261,8 @@ def test_a_pulled_model_folder_copied_to_an_offline_machine_loads_from_model_dir
     shutil.copytree(pulled, copied)
     offline = {
         "XDG_CACHE_HOME": str(tmp_path / "offline"),
-        model.MODEL_DIR_ENV: str(copied),
-        model.MODEL_ENV: "sentence-transformers/all-MiniLM-L6-v2",
+        ENV_RECALL_MODEL_DIR: str(copied),
+        ENV_RECALL_MODEL: "sentence-transformers/all-MiniLM-L6-v2",
     }
     assert model.model_available(offline) is True
     loaded = embed.load_embedder(offline)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from korg_bridge.recall.embedtext import ERROR_LINES, PROSE_WINDOWS, embed_text, embed_windows
-from korg_bridge.recall.event import Event
+from korg_bridge.recall.history.ingest.event import Event
+from korg_bridge.recall.semantic.embedtext import ERROR_LINES, PROSE_WINDOWS, embed_text, embed_windows
 
 
 def _event(tool: str | None, args: Any = None, result: Any = None) -> Event:

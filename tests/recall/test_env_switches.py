@@ -22,7 +22,7 @@ PASSWORD = "Zq8vT3mWx9Lp2Rk7"
 
 def _korg_recall() -> list[str]:
     script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli"]
+    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
 
 
 def _run(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

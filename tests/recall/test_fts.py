@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from _sqlite import connect
 
-from korg_bridge.recall.fts import (
+from korg_bridge.recall.history.query.fts import (
     SELECTIVE_MAX_DF,
     Filters,
     details_sql,

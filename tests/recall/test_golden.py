@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from _models import MODEL_DIR, needs_model
 
-from korg_bridge.recall.index import Index
+from korg_bridge.recall.history.index import Index
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "bench" / "golden"
@@ -32,8 +32,8 @@ def queries() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def golden(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Index, Any]]:
-    from korg_bridge.recall.embed import load_embedder
-    from korg_bridge.recall.embedpass import embed_pending
+    from korg_bridge.recall.semantic.embed import load_embedder
+    from korg_bridge.recall.semantic.embedpass import embed_pending
 
     embedder = load_embedder({"KORG_RECALL_MODEL_DIR": MODEL_DIR})
     with Index(tmp_path_factory.mktemp("golden") / "index.sqlite") as index:
@@ -43,7 +43,7 @@ def golden(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Index, An
 
 
 def found_in_top5(index: Index, embedder: Any, mode: str) -> set[str]:
-    from korg_bridge.recall.search import search
+    from korg_bridge.recall.history.query.search import search
 
     found = set()
     for item in queries():

@@ -20,7 +20,7 @@ BOUND = 60.0
 
 def _korg_recall() -> list[str]:
     script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli"]
+    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.recall.cli import main
-from korg_bridge.recall.index import Index
+from korg_bridge.recall.cli.app import main
+from korg_bridge.recall.history.index import Index
 
 REPO = Path(__file__).resolve().parents[2]
 BOUND_S = 60.0
@@ -32,7 +32,7 @@ def korg_recall(*args: str, index: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KORG_RECALL_INDEX": str(index)}
     env.pop("KORG_RECALL_MODEL_DIR", None)  # keyword mode: the model is not what is tested here
     return subprocess.run(
-        [sys.executable, "-m", "korg_bridge.recall.cli", *args],
+        [sys.executable, "-m", "korg_bridge.recall.cli.app", *args],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.recall.cli import kit, main
-from korg_bridge.recall.index import MAX_EVENT_ID
-from korg_bridge.recall.limits import MAX_FILTERS, MAX_QUERY_CHARS, MAX_QUERY_TERMS, MAX_REFS
+from korg_bridge.recall.cli.app import kit, main
+from korg_bridge.recall.history.index import MAX_EVENT_ID
+from korg_bridge.recall.history.query.limits import MAX_FILTERS, MAX_QUERY_CHARS, MAX_QUERY_TERMS, MAX_REFS
 from korg_bridge.toolkit import Toolkit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -401,7 +401,7 @@ def test_a_secret_in_history_is_redacted_and_the_footer_says_only_how_many(
 
 def test_the_installed_script_refuses_allow_secrets_too(ledger: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "korg_bridge.recall.cli", "show", "e1", "--allow-secrets"],
+        [sys.executable, "-m", "korg_bridge.recall.cli.app", "show", "e1", "--allow-secrets"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -417,7 +417,7 @@ def test_the_installed_script_refuses_allow_secrets_too(ledger: Path) -> None:
 
 def test_a_statement_beyond_sqlites_limits_is_a_usage_error_not_a_broken_index(tmp_path: Path) -> None:
     from korg_bridge.errors import UsageError
-    from korg_bridge.recall.index import Index
+    from korg_bridge.recall.history.index import Index
 
     with Index(tmp_path / "index.sqlite") as index:
         with pytest.raises(UsageError) as info:

@@ -17,10 +17,10 @@ import pytest
 from conftest import peers_missing
 
 from korg_bridge.errors import ConfigError, KorgError, UsageError
-from korg_bridge.recall import index as index_module
-from korg_bridge.recall.index import Index, default_index_path, parse_ref
-from korg_bridge.recall.rows import MAX_STORED_JSON
-from korg_bridge.recall.search import search
+from korg_bridge.recall.history import index as index_module
+from korg_bridge.recall.history.index import Index, default_index_path, parse_ref
+from korg_bridge.recall.history.ingest.rows import MAX_STORED_JSON
+from korg_bridge.recall.history.query.search import search
 
 REPO = Path(__file__).resolve().parents[2]
 PEERS = REPO / ".." / "shared" / "peers"
@@ -376,7 +376,7 @@ def test_index_with_corrupt_pages_is_rebuilt(
     with open(path, "r+b") as handle:  # keep the header page, ruin the pages after it
         handle.seek(4096)
         handle.write(b"\xde\xad\xbe\xef" * 4096)
-    with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.index"), Index(path) as rebuilt:
+    with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.history.index"), Index(path) as rebuilt:
         rebuilt.refresh([ledgers])
         assert rebuilt.stats()["events"] == 200
     assert "rebuilding" in caplog.text
@@ -394,7 +394,7 @@ def test_corruption_a_query_runs_into_rebuilds_and_retries(
         with open(path, "r+b") as handle:  # ruin everything but the schema pages
             handle.seek(size // 2)
             handle.write(b"\xde\xad\xbe\xef" * ((size - size // 2) // 4))
-        with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.index"):
+        with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.history.index"):
             hits = search(index, "walrus", mode="substring", top_n=300, min_score=0, sources=[ledgers])
         assert len(hits) == 200
     assert "is corrupt" in caplog.text
@@ -409,7 +409,7 @@ def test_index_from_a_newer_version_is_rebuilt(
     newer.execute("INSERT INTO _migrations (name, applied_at) VALUES ('m999_future', 'later')")
     newer.commit()
     newer.close()
-    with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.index"), Index(path) as index:
+    with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.history.index"), Index(path) as index:
         assert index.stats()["events"] == 0
     assert "schema this version does not know" in caplog.text
 
@@ -426,8 +426,8 @@ def test_empty_file_is_a_fresh_index(tmp_path: Path) -> None:
 CONCURRENT = """
 import sys
 from pathlib import Path
-from korg_bridge.recall.index import Index
-from korg_bridge.recall.search import search
+from korg_bridge.recall.history.index import Index
+from korg_bridge.recall.history.query.search import search
 path, ledgers = Path(sys.argv[1]), Path(sys.argv[2])
 with Index(path) as index:
     index.refresh([ledgers])

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.errors import ConfigError
-from korg_bridge.recall.index import Index
-from korg_bridge.recall.migrations import APPLICATION_ID
-from korg_bridge.recall.ownership import move_aside
+from korg_bridge.recall.history.index import Index
+from korg_bridge.recall.history.migrations import APPLICATION_ID
+from korg_bridge.recall.history.ownership import move_aside
 
 REPO = Path(__file__).resolve().parents[2]
 SUBPROCESS_BOUND = 60.0
@@ -59,7 +59,7 @@ def _recall(index: Path, ledgers: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KORG_RECALL_INDEX": str(index), "KORG_RECALL_LEDGER": str(ledgers)}
     env.pop("KORG_RECALL_MODEL_DIR", None)
     return subprocess.run(
-        [sys.executable, "-m", "korg_bridge.recall.cli", "recall", "--query", "walrus"],
+        [sys.executable, "-m", "korg_bridge.recall.cli.app", "recall", "--query", "walrus"],
         capture_output=True,
         text=True,
         env=env,
@@ -184,7 +184,7 @@ def test_an_old_index_of_a_newer_version_is_moved_aside_by_its_migrations_table(
         conn.execute("PRAGMA application_id = 0")
         conn.execute("INSERT INTO _migrations (name, applied_at) VALUES ('m999_future', 'later')")
         conn.commit()
-    with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.index"), Index(path):
+    with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.history.index"), Index(path):
         pass
     assert "moving it aside" in caplog.text
     [backup] = [name for name in _siblings(path) if name.startswith("index.sqlite.broken-")]
@@ -201,7 +201,7 @@ def test_a_corrupt_index_of_ours_is_kept_aside_whole_and_rebuilt(
     _build(path, ledgers)
     ruined = path.read_bytes()[:4096] + b"\xde\xad\xbe\xef" * 4096  # its header page still says ours
     path.write_bytes(ruined)
-    with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.index"), Index(path) as rebuilt:
+    with caplog.at_level(logging.WARNING, logger="korg_bridge.recall.history.index"), Index(path) as rebuilt:
         rebuilt.refresh([ledgers])
         assert rebuilt.stats()["events"] == 29
     backups = [name for name in _siblings(path) if name.startswith("index.sqlite.broken-")]

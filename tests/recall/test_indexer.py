@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from _models import MODEL_DIR, needs_model
 
-from korg_bridge.recall import indexer
-from korg_bridge.recall.embedpass import embedded_by
-from korg_bridge.recall.index import Index
+from korg_bridge.recall.history.index import Index
+from korg_bridge.recall.semantic import indexer
+from korg_bridge.recall.semantic.embedpass import embedded_by
 
 REPO = Path(__file__).resolve().parents[2]
 BOUND_S = 120.0
@@ -90,7 +90,7 @@ def settle(path: Path) -> None:
 
 def korg_recall(args: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "korg_bridge.recall.cli", *args],
+        [sys.executable, "-m", "korg_bridge.recall.cli.app", *args],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -176,7 +176,7 @@ def test_killing_the_indexer_mid_way_loses_nothing_and_a_restart_resumes(
     history(tmp_path / "ledgers", 1500)
     assert korg_recall(["index", "--no-embed"], {**env, "KORG_RECALL_BACKGROUND": "0"}).returncode == 0
     child = subprocess.Popen(
-        [sys.executable, "-m", "korg_bridge.recall.indexer", str(index_path)],
+        [sys.executable, "-m", "korg_bridge.recall.semantic.indexer", str(index_path)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -212,7 +212,7 @@ def test_a_second_indexer_exits_at_once_while_the_lock_is_held(
         assert lock.acquire()
         assert indexer.held(index_path)
         done = subprocess.run(
-            [sys.executable, "-m", "korg_bridge.recall.indexer", str(index_path)],
+            [sys.executable, "-m", "korg_bridge.recall.semantic.indexer", str(index_path)],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             env=env,
@@ -266,7 +266,7 @@ def test_an_indexer_without_a_model_records_why_for_stats(
     broken = {**env, "KORG_RECALL_MODEL_DIR": str(empty)}
     assert korg_recall(["index", "--no-embed"], broken).returncode == 0
     done = subprocess.run(
-        [sys.executable, "-m", "korg_bridge.recall.indexer", str(index_path)],
+        [sys.executable, "-m", "korg_bridge.recall.semantic.indexer", str(index_path)],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -341,7 +341,7 @@ def test_a_run_asked_to_stop_embeds_nothing_and_says_so(
 
 def test_the_indexer_module_takes_exactly_one_index_path(capsys: pytest.CaptureFixture[str]) -> None:
     assert indexer.main([]) == 2
-    assert "usage: python -m korg_bridge.recall.indexer INDEX" in capsys.readouterr().err
+    assert "usage: python -m korg_bridge.recall.semantic.indexer INDEX" in capsys.readouterr().err
 
 
 @needs_model
@@ -362,7 +362,7 @@ def test_start_spawns_one_detached_indexer_and_waiting_for_it_reaps_it(
 def test_index_in_process_asks_a_running_indexer_to_stop_and_embeds_the_rest(
     tmp_path: Path, env: dict[str, str], index_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from korg_bridge.recall import cli
+    from korg_bridge.recall.cli import app as cli
 
     history(tmp_path / "ledgers", 3000)
     assert korg_recall(["index", "--no-embed"], env).returncode == 0

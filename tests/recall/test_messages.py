@@ -23,7 +23,7 @@ BOUND = 120.0
 
 def _korg_recall() -> list[str]:
     script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli"]
+    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
 
 
 def _run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

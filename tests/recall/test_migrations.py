@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from _sqlite import connect
 
-from korg_bridge.recall.migrations import MIGRATIONS, Migration, SchemaMismatch, applied, migrate
+from korg_bridge.recall.history.migrations import MIGRATIONS, Migration, SchemaMismatch, applied, migrate
 
 
 def _schema(conn: sqlite3.Connection) -> dict[str, str]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.recall.cli import main
+from korg_bridge.recall.cli.app import main
 from korg_bridge.recall.project import ProjectCache, project_root
 
 

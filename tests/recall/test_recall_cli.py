@@ -2,8 +2,8 @@
 ledger's life on disk (appended, truncated, new files), a corrupt index, hostile queries,
 secrets, filters, concurrency, and the ``--introspect`` contract.
 
-Most runs call :func:`korg_bridge.recall.cli.main` in-process (fast, with ``capsys``); a
-few spawn ``python -m korg_bridge.recall.cli`` for what only a real process shows (the
+Most runs call :func:`korg_bridge.recall.cli.app.main` in-process (fast, with ``capsys``); a
+few spawn ``python -m korg_bridge.recall.cli.app`` for what only a real process shows (the
 warning on stderr, two processes sharing one index, the exit status).
 """
 
@@ -22,14 +22,14 @@ from typing import Any
 import jsonschema
 import pytest
 
-from korg_bridge.argv import build_argv
-from korg_bridge.contract import contract_schema, parse_document
-from korg_bridge.recall.cli import kit, main
+from korg_bridge.bridge.argv import build_argv
+from korg_bridge.bridge.contract import contract_schema, parse_document
+from korg_bridge.recall.cli.app import kit, main
 
 REPO = Path(__file__).resolve().parents[2]
 SNAPSHOT = Path(__file__).resolve().parent / "introspect.snapshot.json"
 REGENERATE = (
-    f"{sys.executable} -m korg_bridge.recall.cli --introspect > tests/recall/introspect.snapshot.json"
+    f"{sys.executable} -m korg_bridge.recall.cli.app --introspect > tests/recall/introspect.snapshot.json"
 )
 
 HEADER = re.compile(r"^\[recall · (substring|keyword|semantic|hybrid)\] (\d+) match\(es\):$")
@@ -169,7 +169,7 @@ def sha256_tree(root: Path) -> dict[str, str]:
 
 def spawn(args: list[str], env: Mapping[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "korg_bridge.recall.cli", *args],
+        [sys.executable, "-m", "korg_bridge.recall.cli.app", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.recall.cli import main
-from korg_bridge.recall.index import Index
-from korg_bridge.recall.search import search
+from korg_bridge.recall.cli.app import main
+from korg_bridge.recall.history.index import Index
+from korg_bridge.recall.history.query.search import search
 
 
 def prompt(seq: int, text: str) -> str:

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from korg_bridge.errors import UsageError
-from korg_bridge.recall.hits import Hit
-from korg_bridge.recall.index import Index
-from korg_bridge.recall.search import search
-from korg_bridge.recall.snippets import SNIPPET_CHARS, make_snippet
-from korg_bridge.recall.timeparse import parse_time
+from korg_bridge.recall.history.index import Index
+from korg_bridge.recall.history.query.hits import Hit
+from korg_bridge.recall.history.query.search import search
+from korg_bridge.recall.history.query.snippets import SNIPPET_CHARS, make_snippet
+from korg_bridge.recall.history.query.timeparse import parse_time
 
 
 def record(seq: int, tool: str, text: str = "", **fields: Any) -> dict[str, Any]:
@@ -328,7 +328,7 @@ def test_make_snippet_finds_a_stemmed_term_by_its_first_letters() -> None:
 def test_very_broad_queries_rank_the_newest_matches_and_filters_still_find_older_ones(
     index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import korg_bridge.recall.fts as fts
+    import korg_bridge.recall.history.query.fts as fts
 
     monkeypatch.setattr(fts, "RANK_WINDOW", 5)
     monkeypatch.setattr(fts, "SELECTIVE_MAX_DF", 2)  # "common" is in all 20 events: not selective
@@ -343,7 +343,7 @@ def test_very_broad_queries_rank_the_newest_matches_and_filters_still_find_older
 def test_broad_query_still_ranks_an_old_event_holding_a_rare_term(
     index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import korg_bridge.recall.fts as fts
+    import korg_bridge.recall.history.query.fts as fts
 
     monkeypatch.setattr(fts, "RANK_WINDOW", 5)
     monkeypatch.setattr(fts, "SELECTIVE_MAX_DF", 2)
@@ -358,7 +358,7 @@ def test_broad_query_still_ranks_an_old_event_holding_a_rare_term(
 def test_old_events_holding_a_rare_term_get_exactly_their_full_ranking_score(
     index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import korg_bridge.recall.fts as fts
+    import korg_bridge.recall.history.query.fts as fts
 
     texts = [f"common word number {i}" + (" zebra" * (i % 3) if i % 5 == 0 else "") for i in range(1, 61)]
     records = [record(i, "Bash", text) for i, text in enumerate(texts, start=1)]

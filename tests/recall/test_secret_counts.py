@@ -30,7 +30,7 @@ HIDDEN = ("AbCdEfGhIjKlMnOp", "abcDEF1234567890ghiJKL", "hunter2secret")
 
 def korg_recall(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    argv = [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli"]
+    argv = [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
     return subprocess.run(
         [*argv, *args],
         stdin=subprocess.DEVNULL,

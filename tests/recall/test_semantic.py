@@ -22,8 +22,8 @@ import pytest
 from _models import HAVE_MODEL, MODEL_DIR, lay_out_hub_cache, needs_model
 
 from korg_bridge.errors import UsageError
-from korg_bridge.recall import cli
-from korg_bridge.recall.semantic import Weights, parse_weights
+from korg_bridge.recall.cli import app as cli
+from korg_bridge.recall.semantic.rank import Weights, parse_weights
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("numpy", "fastembed", "onnxruntime", "tokenizers")
@@ -192,9 +192,9 @@ def test_weights_parse_to_defaults_overridden_per_key() -> None:
 def test_the_bm25_of_a_vector_candidate_is_the_value_a_full_keyword_ranking_gives_it(
     ledgers: Path, tmp_path: Path
 ) -> None:
-    from korg_bridge.recall.fts import Filters, keyword_sql, quote_fts
-    from korg_bridge.recall.index import Index
-    from korg_bridge.recall.semantic import bm25_of_sql
+    from korg_bridge.recall.history.index import Index
+    from korg_bridge.recall.history.query.fts import Filters, keyword_sql, quote_fts
+    from korg_bridge.recall.semantic.rank import bm25_of_sql
 
     match = quote_fts("database started")
     sql = bm25_of_sql(2)
@@ -209,7 +209,7 @@ def test_the_bm25_of_a_vector_candidate_is_the_value_a_full_keyword_ranking_give
 
 
 def test_the_all_terms_check_quotes_each_term_so_no_operator_survives() -> None:
-    from korg_bridge.recall.semantic import complete_sql
+    from korg_bridge.recall.semantic.rank import complete_sql
 
     sql, match = complete_sql(["not", 'a"b', "x*", "col:val"], 2)
     assert match == '"not" AND "a""b" AND "x*" AND "col:val"'
@@ -224,7 +224,7 @@ def test_ranking_modules_never_import_the_search_dispatcher() -> None:
         imported = {
             node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
         } | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        assert "korg_bridge.recall.search" not in imported, name
+        assert "korg_bridge.recall.history.query.search" not in imported, name
 
 
 # --- cold start --------------------------------------------------------------------------------
@@ -343,8 +343,8 @@ def test_a_paraphrase_finds_the_event_keyword_search_ranks_low(
 def test_a_query_embeds_only_itself_and_index_embeds_only_what_is_new(
     ledgers: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from korg_bridge.recall.embedpass import embedded_by
-    from korg_bridge.recall.index import Index
+    from korg_bridge.recall.history.index import Index
+    from korg_bridge.recall.semantic.embedpass import embedded_by
 
     for mode in ("semantic", "hybrid"):
         result = recall_json(capsys, PARAPHRASE, "--mode", mode)
@@ -490,10 +490,10 @@ def test_index_with_no_embed_leaves_the_vectors_to_the_background(
 def test_hybrid_ranks_events_without_vectors_by_keywords_never_below_them(
     ledgers: Path, tmp_path: Path
 ) -> None:
-    from korg_bridge.recall.embed import load_embedder
-    from korg_bridge.recall.embedpass import embed_pending
-    from korg_bridge.recall.index import Index
-    from korg_bridge.recall.search import search
+    from korg_bridge.recall.history.index import Index
+    from korg_bridge.recall.history.query.search import search
+    from korg_bridge.recall.semantic.embed import load_embedder
+    from korg_bridge.recall.semantic.embedpass import embed_pending
 
     embedder = load_embedder({"KORG_RECALL_MODEL_DIR": MODEL_DIR})
     with Index(tmp_path / "index.sqlite") as index:

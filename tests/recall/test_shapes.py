@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from conftest import peers_missing
 
-from korg_bridge.recall.event import KINDS, Event, ToolResult
-from korg_bridge.recall.shapes import Where, detect_shape, normalize_timestamp, parse_line
+from korg_bridge.recall.history.ingest.event import KINDS, Event, ToolResult
+from korg_bridge.recall.history.ingest.shapes import Where, detect_shape, normalize_timestamp, parse_line
 
 REPO = Path(__file__).resolve().parents[2]
 PEERS = REPO / ".." / "shared" / "peers"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.errors import UsageError
-from korg_bridge.recall.sources import (
+from korg_bridge.recall.history.ingest.sources import (
     FileState,
     default_sources,
     list_file_paths,

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from korg_bridge.config import ENV_RECALL_TENANT_LEDGERS
 from korg_bridge.errors import ConfigError, UsageError
-from korg_bridge.recall.cli import main
-from korg_bridge.recall.memory.tenancy import actor_from, tenant_from, walled
-from korg_bridge.recall.sources import list_file_paths
-from korg_bridge.recall.tenant_history import ENV_TENANT_LEDGERS, TenantHistory, history_of, parse_grants
+from korg_bridge.recall.cli.app import main
+from korg_bridge.recall.history.ingest.sources import list_file_paths
+from korg_bridge.recall.history.walls import TenantHistory, history_of, parse_grants
+from korg_bridge.recall.tenancy import actor_from, tenant_from, walled
 
 Run = Callable[..., tuple[int, str, str]]
 
@@ -61,7 +62,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         f"# TENANT PATH\nacme {history / 'acme'}\nacme {tmp_path / 'var'}\n"
         f"globex {history / 'globex'}\n* {history / 'team'}\n",
     )
-    monkeypatch.setenv(ENV_TENANT_LEDGERS, str(config))
+    monkeypatch.setenv(ENV_RECALL_TENANT_LEDGERS, str(config))
     monkeypatch.setenv("KORG_BRIDGE_AUDIT", str(tmp_path / "var" / "audit.jsonl"))
     monkeypatch.chdir(tmp_path)
     # The operator, at the server, indexes everything (links followed, the audit ledger too).
@@ -118,12 +119,12 @@ def test_only_a_caller_over_http_with_a_tenant_or_a_team_store_is_walled() -> No
 
 
 def test_each_tenant_has_its_own_sqlite_store_beside_the_shared_one(tmp_path: Path) -> None:
-    from korg_bridge.recall.memory.backend import location
+    from korg_bridge.recall.paths import store_location
 
     env = {"KORG_RECALL_STORE": str(tmp_path / "memory.sqlite")}
-    acme = location({**env, "KORG_BRIDGE_TRANSPORT": "http", "KORG_BRIDGE_TENANT": "acme"}).path
-    shared = location({**env, "KORG_BRIDGE_TRANSPORT": "http", "KORG_RECALL_TENANT": "acme"}).path
-    named = location({**env, "KORG_RECALL_TENANT": "acme"}).path  # a team store's tenant, at a terminal
+    acme = store_location({**env, "KORG_BRIDGE_TRANSPORT": "http", "KORG_BRIDGE_TENANT": "acme"}).path
+    shared = store_location({**env, "KORG_BRIDGE_TRANSPORT": "http", "KORG_RECALL_TENANT": "acme"}).path
+    named = store_location({**env, "KORG_RECALL_TENANT": "acme"}).path  # a team store's tenant, at a terminal
     assert acme == tmp_path / "tenants" / "acme" / "memory.sqlite"
     assert shared == named == tmp_path / "memory.sqlite"
 
@@ -166,7 +167,11 @@ def test_shared_folders_inside_a_tenant_s_and_a_folder_given_to_two_tenants_are_
 def test_an_operator_s_file_other_users_can_write_is_refused(tmp_path: Path) -> None:
     config = grants_file(tmp_path, "acme /srv/h\n")
     config.chmod(0o666)
-    env = {"KORG_BRIDGE_TRANSPORT": "http", "KORG_BRIDGE_TENANT": "acme", ENV_TENANT_LEDGERS: str(config)}
+    env = {
+        "KORG_BRIDGE_TRANSPORT": "http",
+        "KORG_BRIDGE_TENANT": "acme",
+        ENV_RECALL_TENANT_LEDGERS: str(config),
+    }
     with pytest.raises(ConfigError, match="can be written by other users"):
         history_of(env)
 

@@ -21,8 +21,8 @@ from _bridge_client import Bridge, open_bridge, text_of
 from _terminal import run_on_terminal
 from conftest import python_env
 
-from korg_bridge.recall.cli import kit
-from korg_bridge.recall.stats import GROUPS_SHOWN
+from korg_bridge.recall.cli.app import kit
+from korg_bridge.recall.history.stats import GROUPS_SHOWN
 
 BOUND = 120.0
 STATS_BOUND = 40_000
@@ -32,7 +32,7 @@ SESSIONS = 1_200
 
 def _korg_recall() -> list[str]:
     script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli"]
+    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
 
 
 def _piped(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from korg_bridge.recall.event import Event
-from korg_bridge.recall.text import (
+from korg_bridge.recall.history.ingest.event import Event
+from korg_bridge.recall.history.ingest.text import (
     MAX_ARG_CHARS,
     MAX_BODY_CHARS,
     MAX_PREVIEW_CHARS,

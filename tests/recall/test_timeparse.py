@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from korg_bridge.errors import UsageError
-from korg_bridge.recall.timeparse import iso_to_epoch, parse_time
+from korg_bridge.recall.history.query.timeparse import iso_to_epoch, parse_time
 
 NOW = 1_800_000_000.0
 

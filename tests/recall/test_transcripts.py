@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import peers_missing
 
-from korg_bridge.recall.index import Index
-from korg_bridge.recall.search import search
+from korg_bridge.recall.history.index import Index
+from korg_bridge.recall.history.query.search import search
 
 COMPACTED = "8463c716-a2ea-4c14-9efa-87158ebd9f20"
 TOOLS = "tools"

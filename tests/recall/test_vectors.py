@@ -22,10 +22,11 @@ pytest.importorskip("numpy", reason="vector storage needs the [semantic] extra (
 import numpy as np
 from _models import MODEL_DIR, HashEmbedder, needs_model
 
-from korg_bridge.recall import embed, embedpass, model, vectors
-from korg_bridge.recall.embedpass import embed_pending
-from korg_bridge.recall.index import Index
-from korg_bridge.recall.migrations import MIGRATIONS, migrate
+from korg_bridge.config import ENV_RECALL_MODEL_DIR
+from korg_bridge.recall.history.index import Index
+from korg_bridge.recall.history.migrations import MIGRATIONS, migrate
+from korg_bridge.recall.semantic import embed, embedpass, model, vectors
+from korg_bridge.recall.semantic.embedpass import embed_pending
 
 
 def prompt(seq: int, text: str) -> str:
@@ -365,7 +366,7 @@ def test_a_text_changed_while_embedding_is_not_stored(index: Index, ledgers: Pat
 @needs_model
 def test_a_copy_of_the_model_under_another_id_re_embeds(index: Index, ledgers: Path, tmp_path: Path) -> None:
     fill(index, ledgers, 4)
-    base = embed.load_embedder({model.MODEL_DIR_ENV: MODEL_DIR})
+    base = embed.load_embedder({ENV_RECALL_MODEL_DIR: MODEL_DIR})
     embed_pending(index, base)
     other_dir = tmp_path / "other-model"
     shutil.copytree(MODEL_DIR, other_dir)
@@ -373,7 +374,7 @@ def test_a_copy_of_the_model_under_another_id_re_embeds(index: Index, ledgers: P
     (other_dir / model.MANIFEST).write_text(
         json.dumps({**manifest, "model_id": "test/renamed"}), encoding="utf-8"
     )
-    other = embed.load_embedder({model.MODEL_DIR_ENV: str(other_dir)})
+    other = embed.load_embedder({ENV_RECALL_MODEL_DIR: str(other_dir)})
     report = embed_pending(index, other)
     assert report.embedded == 4
     assert vectors.counts(index) == {base.model_id: 4, "test/renamed": 4}
@@ -390,7 +391,7 @@ def test_the_real_model_finds_a_sentence_deep_in_a_long_reply_by_its_window(
     reply = filler + " The outage came from an expired TLS certificate on the load balancer."
     append(ledgers / "a.jsonl", prompt(1, reply) + prompt(2, filler))
     index.refresh([ledgers])
-    embedder = embed.load_embedder({model.MODEL_DIR_ENV: MODEL_DIR})
+    embedder = embed.load_embedder({ENV_RECALL_MODEL_DIR: MODEL_DIR})
     embed_pending(index, embedder)
     assert sum(row[2] for row in chunk_rows(index)) > 2  # the long texts have several windows
     ids, sims = vectors.similarities(

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.recall import worker as worker_module
-from korg_bridge.recall.index import Index
-from korg_bridge.recall.search import search
+from korg_bridge.recall.history.index import Index
+from korg_bridge.recall.history.ingest import worker as worker_module
+from korg_bridge.recall.history.query.search import search
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTY_WORKER = REPO / "fixture_bins" / "faulty-worker"
@@ -318,7 +318,7 @@ def test_ending_the_indexing_process_group_ends_its_worker(tmp_path: Path, ledge
     script = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from korg_bridge.recall.index import Index\n"
+        "from korg_bridge.recall.history.index import Index\n"
         f"sys.executable = {str(FAULTY_WORKER)!r}\n"
         f"index = Index(Path({str(tmp_path / 'index.sqlite')!r}))\n"
         f"index.batch_bytes, index.worker_min_bytes = {SMALL_BATCH}, 0\n"

@@ -4,8 +4,8 @@ What is written without a model in the process -- hand edits of the mirror and C
 Code's files, taken in before any read; imports, which never wait for embedding; memories
 from before a model was installed -- is embedded here, newest first, a slice of
 :data:`SLICE_ROWS` per transaction (a kill loses one slice; the next run resumes with what
-is still missing). It runs as ``python -m korg_bridge.recall.indexer --memory``, detached
-and niced like the history indexer (:func:`~korg_bridge.recall.indexer.spawn_indexer`),
+is still missing). It runs as ``python -m korg_bridge.recall.memory.backfill``, detached
+and niced like the history indexer (:func:`~korg_bridge.recall.semantic.indexer.spawn_indexer`),
 with the store its environment names (``KORG_RECALL_STORE``; for a team store the tenant),
 under an exclusive ``flock`` of its own beside the index: ``memory-embed-<digest>.lock``,
 one per store and tenant (the cache folder is ours; a store's folder holds user data only),
@@ -22,15 +22,22 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import KorgError
-from korg_bridge.recall.indexer import MAX_RUN_S, Lock, background_enabled, held, spawn_indexer
-from korg_bridge.recall.memory.vectors import embed_text
+from korg_bridge.recall.memory.embedding import coverage, embed_text
+from korg_bridge.recall.semantic.indexer import (
+    MAX_RUN_S,
+    Lock,
+    background_enabled,
+    held,
+    run_detached,
+    spawn_indexer,
+)
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend import Store
-    from korg_bridge.recall.model import Embedder
+    from korg_bridge.recall.memory.backend.protocols import Store
+    from korg_bridge.recall.semantic.model import Embedder
 
 __all__ = [
     "SLICE_ROWS",
@@ -40,6 +47,7 @@ __all__ = [
     "memory_lock_path",
     "run_memory",
     "start_memory",
+    "vector_stats",
 ]
 
 logger = logging.getLogger(__name__)
@@ -58,11 +66,11 @@ def memory_lock_path(env: Mapping[str, str]) -> Path:
     """
     import hashlib
 
-    from korg_bridge.recall.index import default_index_path
-    from korg_bridge.recall.memory.backend import location
-    from korg_bridge.recall.memory.tenancy import tenant_from
+    from korg_bridge.recall.history.index import default_index_path
+    from korg_bridge.recall.paths import store_location
+    from korg_bridge.recall.tenancy import tenant_from
 
-    where = location(env)
+    where = store_location(env)
     index = (
         Path(env["KORG_RECALL_INDEX"]).expanduser()
         if env.get("KORG_RECALL_INDEX")
@@ -91,7 +99,7 @@ def start_memory(env: Mapping[str, str]) -> str:
     except OSError as exc:
         logger.warning("korg-recall: cannot make %s for the memory indexer: %s", lock.parent, exc)
         return "failed"
-    return spawn_indexer(["--memory"], lock.with_suffix(".log"), dict(env), lock)
+    return spawn_indexer(__name__, [], lock.with_suffix(".log"), dict(env), lock)
 
 
 def memory_indexer_running(env: Mapping[str, str]) -> bool:
@@ -110,8 +118,8 @@ def run_memory(env: Mapping[str, str]) -> int:
     Raises:
         KorgError: the store cannot be opened or written.
     """
-    from korg_bridge.recall.memory.backend import open_store, store_exists
-    from korg_bridge.recall.modes import shared_embedder
+    from korg_bridge.recall.memory.backend.factory import open_store, store_exists
+    from korg_bridge.recall.semantic.modes import shared_embedder
 
     lock_file = memory_lock_path(env)
     with contextlib.suppress(OSError):  # if it cannot be made, taking the lock says so
@@ -142,7 +150,7 @@ def fill_later(env: Mapping[str, str]) -> str | None:
     """Start the background indexer for the memories of the store ``env`` names, when a model is
     on disk (after writes that embedded nothing: an import, hand edits taken in before a recall).
     Never raises; returns what :func:`start_memory` said, or None."""
-    from korg_bridge.recall.model import model_available
+    from korg_bridge.recall.semantic.model import model_available
 
     if not model_available(env):
         return None
@@ -202,3 +210,24 @@ def fill_missing(
                 else:
                     skipped.add(rowid)
     return stored
+
+
+def vector_stats(store: Store, env: Mapping[str, str]) -> dict[str, Any] | None:
+    """What ``stats`` shows of the memories' vectors: coverage for the configured model, and
+    whether the background indexer runs; None without a model on disk."""
+    from korg_bridge.recall.memory.backfill import memory_indexer_running
+
+    with store.reading() as tx:
+        found = coverage(tx, env)
+    if found is None:
+        return None
+    return {**found.to_dict(), "indexer_running": memory_indexer_running(env)}
+
+
+def main() -> int:
+    """``python -m korg_bridge.recall.memory.backfill``: what :func:`start_memory` spawns."""
+    return run_detached(lambda: run_memory(os.environ))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -16,9 +16,9 @@ from typing import Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory.normalize import clip_title, content_hash, title_of
-from korg_bridge.recall.memory.policy import Draft
 from korg_bridge.recall.memory.records import MEMORY_TYPES, check_id, user_time
 from korg_bridge.recall.memory.safety import injection_signs, redact_text, redact_value
+from korg_bridge.recall.memory.write_policy import Draft
 
 __all__ = [
     "BODY_MAX_BYTES",

@@ -28,18 +28,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from korg_bridge.config import ENV_RECALL_WRITES
 from korg_bridge.errors import ConfigError, UsageError
-from korg_bridge.recall.memory import mirror, oplog
+from korg_bridge.recall.memory import oplog
+from korg_bridge.recall.memory.embedding import drop_vectors
+from korg_bridge.recall.memory.mirror import files as mirror
+from korg_bridge.recall.memory.mirror.readback import sync_mirror
 from korg_bridge.recall.memory.records import Version, check_id, iso
 from korg_bridge.recall.memory.rows import head, lineage, update_head
-from korg_bridge.recall.memory.scopes import ENV_WRITES, Context
+from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.search import FORGET_MAX, forget_matches
-from korg_bridge.recall.memory.sync import sync_mirror
-from korg_bridge.recall.memory.vectors import drop_vectors
 from korg_bridge.recall.memory.writes import finish
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend import Store, Tx
+    from korg_bridge.recall.memory.backend.protocols import Store, Tx
 
 __all__ = ["MODES", "TOKEN_TTL_S", "forget", "validate_forget"]
 
@@ -67,7 +69,7 @@ def validate_forget(ctx: Context, args: dict[str, Any]) -> None:
     if ctx.holds_for_approval:
         target = args.get("id") or "ID"
         raise ConfigError(
-            f"{ENV_WRITES}=confirm: an agent cannot forget memories. Ask the user to run "
+            f"{ENV_RECALL_WRITES}=confirm: an agent cannot forget memories. Ask the user to run "
             f"`korg-recall forget --id {target} --mode {args.get('mode') or 'retire'}` in a terminal."
         )
     if (args.get("mode") or "retire") not in MODES:

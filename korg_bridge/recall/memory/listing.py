@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
-from korg_bridge.recall.memory.claude_records import source_kind
+from korg_bridge.recall.interop.claude.records import source_kind
 from korg_bridge.recall.memory.records import Version, check_id, iso
 from korg_bridge.recall.memory.rows import lineage, links_of
 from korg_bridge.recall.memory.safety import age_label, escape_body
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend import Store
+    from korg_bridge.recall.memory.backend.protocols import Store
 
 __all__ = ["LINE_MAX", "index_lines", "line_of", "listing_sql", "parse_cursor", "read_full"]
 

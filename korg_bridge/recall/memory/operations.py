@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from korg_bridge.config import ENV_RECALL_WRITES
 from korg_bridge.errors import UsageError
+from korg_bridge.recall.interop.claude.records import derived_refusal, is_derived
 from korg_bridge.recall.memory import oplog
-from korg_bridge.recall.memory.claude_records import derived_refusal, is_derived
 from korg_bridge.recall.memory.drafts import (
     checked_key,
     checked_tags,
@@ -29,17 +30,17 @@ from korg_bridge.recall.memory.drafts import (
     prepare_text,
     redact_fields,
 )
+from korg_bridge.recall.memory.embedding import embed_heads, embed_text, semantic_check, store_vector
+from korg_bridge.recall.memory.mirror.readback import sync_mirror
 from korg_bridge.recall.memory.normalize import title_of
-from korg_bridge.recall.memory.policy import SCOPE_SOFT_CAP, decide
 from korg_bridge.recall.memory.records import Version, check_id, iso, user_time
 from korg_bridge.recall.memory.rows import add_link, head, pending_proposal, supersede, update_head
-from korg_bridge.recall.memory.scopes import ENV_WRITES, Context
-from korg_bridge.recall.memory.sync import sync_mirror
-from korg_bridge.recall.memory.vectors import embed_heads, embed_text, semantic_check, store_vector
+from korg_bridge.recall.memory.scopes import Context
+from korg_bridge.recall.memory.write_policy import SCOPE_SOFT_CAP, decide
 from korg_bridge.recall.memory.writes import add_version, apply_decision, finish, live_count
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend import Store, Tx
+    from korg_bridge.recall.memory.backend.protocols import Store, Tx
 
 __all__ = ["approve", "remember", "restore", "revise", "validate_revise"]
 
@@ -52,7 +53,7 @@ def _pending_note(version: Version) -> dict[str, Any]:
         return {}
     return {
         "note": (
-            f"stored pending approval ({ENV_WRITES}=confirm): it is not recalled until a person runs "
+            f"stored pending approval ({ENV_RECALL_WRITES}=confirm): it is not recalled until a person runs "
             f"`korg-recall memories --approve {version.id}`"
         )
     }

@@ -14,7 +14,7 @@ an untrusted one carries a warning line. ``--json`` gives them as objects under
 **The mode** is the call's, decided for memories on their own: ``keyword`` and
 ``substring`` rank by keywords; ``hybrid`` and ``semantic`` by meaning too (the
 model is loaded once for memories and history); ``auto`` is hybrid when a model
-is on disk and at least :data:`~korg_bridge.recall.modes.AUTO_HYBRID_COVERAGE` of
+is on disk and at least :data:`~korg_bridge.recall.semantic.modes.AUTO_HYBRID_COVERAGE` of
 the live memories in the scopes read have a vector, else keyword with a note. When
 memories lack a vector and a model is on disk, the background indexer is started
 for them (:func:`~.backfill.start_memory`), after the search.
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from korg_bridge.errors import KorgError
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend import Store
+    from korg_bridge.recall.memory.backend.protocols import Store
     from korg_bridge.recall.memory.search import Meaning, MemoryHit
 
 __all__ = ["MemorySection", "memory_section", "print_memory_only", "recall_memories", "settle"]
@@ -169,13 +169,13 @@ def _meaning(
         DependencyMissing: ``hybrid`` or ``semantic`` asked for without a model (the fix named).
         UsageError: bad ``weights``.
     """
-    from korg_bridge.recall.modes import AUTO_HYBRID_COVERAGE, SEMANTIC_MODES, resolve_mode
+    from korg_bridge.recall.semantic.modes import AUTO_HYBRID_COVERAGE, SEMANTIC_MODES, resolve_mode
 
     requested = str(args.get("mode") or "auto")
     wanted = resolve_mode(requested, env)  # raises for an explicit mode without a model; auto: files only
     if wanted not in SEMANTIC_MODES:
         return None, False
-    from korg_bridge.recall.memory.vectors import coverage
+    from korg_bridge.recall.memory.embedding import coverage
 
     with store.reading() as tx:
         found = coverage(tx, env, scopes)
@@ -189,7 +189,7 @@ def _meaning(
         return None, lacking
     from korg_bridge.errors import DependencyMissing
     from korg_bridge.recall.memory.search import MEMORY_WEIGHTS, Meaning
-    from korg_bridge.recall.modes import shared_embedder
+    from korg_bridge.recall.semantic.modes import shared_embedder
 
     try:
         embedder = shared_embedder(env)
@@ -200,7 +200,7 @@ def _meaning(
         return None, False
     weights = dict(MEMORY_WEIGHTS)
     if args.get("weights") is not None:  # the call's weights, the memory defaults for the rest
-        from korg_bridge.recall.semantic import parse_weights
+        from korg_bridge.recall.semantic.rank import parse_weights
 
         parse_weights(args["weights"])
         weights.update({key: float(value) for key, value in dict(args["weights"]).items()})
@@ -224,10 +224,10 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
         DependencyMissing: ``hybrid`` or ``semantic`` without a model (only when ``strict``).
         ConfigError, KorgError: the store cannot be used (only when ``strict``).
     """
-    from korg_bridge.recall.memory.backend import read_with_retry
-    from korg_bridge.recall.memory.claude_paths import may_hold_memories
+    from korg_bridge.recall.history.query.timeparse import parse_time
+    from korg_bridge.recall.interop.claude.paths import may_hold_memories
+    from korg_bridge.recall.memory.backend.factory import read_with_retry
     from korg_bridge.recall.memory.scopes import Context
-    from korg_bridge.recall.timeparse import parse_time
 
     ctx = Context.from_env(env)
     scopes = _scopes(args, ctx)
@@ -237,8 +237,8 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
 
     def read(store: Any) -> list[MemoryHit]:
         nonlocal lacking
+        from korg_bridge.recall.memory.mirror.readback import sync_mirror
         from korg_bridge.recall.memory.search import search_memories
-        from korg_bridge.recall.memory.sync import sync_mirror
 
         sync_mirror(store, ctx, scopes)  # hand edits count before anything is searched
         claude_sync.refresh(store, ctx, scopes)  # and what Claude Code changed in its folders
@@ -262,7 +262,7 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
     try:
         if not may_hold_memories(env, scopes):  # the usual case without memories: nothing more loads
             return section
-        from korg_bridge.recall.memory import claude_sync
+        from korg_bridge.recall.interop.claude import intake as claude_sync
 
         opened = claude_sync.open_for_reading(ctx, scopes)  # never creates an empty store
         if opened is None:
@@ -288,11 +288,11 @@ def recall_memories(args: Mapping[str, Any], env: Mapping[str, str]) -> int:
         DependencyMissing: ``hybrid`` or ``semantic`` without a model.
         KorgError: the memory store cannot be used.
     """
-    from korg_bridge.recall.limits import check_query
+    from korg_bridge.recall.history.query.limits import check_query
 
     check_query(str(args["query"]))
     if args.get("weights") is not None:  # validated even when the mode ignores them, as for history
-        from korg_bridge.recall.semantic import parse_weights
+        from korg_bridge.recall.semantic.rank import parse_weights
 
         parse_weights(args["weights"])
     print_memory_only(args, memory_section(args, env, strict=True))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from korg_bridge.recall.memory.records import COLUMNS, Version
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend import Tx
+    from korg_bridge.recall.memory.backend.protocols import Tx
 
 __all__ = [
     "add_link",

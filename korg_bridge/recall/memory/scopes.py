@@ -24,9 +24,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from korg_bridge.config import (
+    ENV_RECALL_ALLOW_SECRETS,
+    ENV_RECALL_MIRROR,
+    ENV_RECALL_PROJECT,
+    ENV_RECALL_WRITES,
+    switch,
+)
 from korg_bridge.errors import ConfigError, UsageError
 from korg_bridge.recall.project import find_git_root, project_root
-from korg_bridge.switches import switch
 
 __all__ = [
     "WRITE_MODES",
@@ -35,10 +41,6 @@ __all__ = [
     "parse_scope",
 ]
 
-ENV_PROJECT = "KORG_RECALL_PROJECT"
-ENV_WRITES = "KORG_RECALL_WRITES"
-ENV_ALLOW_SECRETS = "KORG_RECALL_ALLOW_SECRETS"
-ENV_MIRROR = "KORG_RECALL_MIRROR"
 WRITE_MODES = ("auto", "confirm", "off")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,127}$")
@@ -107,10 +109,13 @@ class Context:
         ConfigError: ``KORG_RECALL_WRITES`` or a yes/no variable has a bad value, or the
             working directory is gone.
         """
-        writes = env.get(ENV_WRITES, "").strip().lower() or "auto"
+        writes = env.get(ENV_RECALL_WRITES, "").strip().lower() or "auto"
         if writes not in WRITE_MODES:
-            raise ConfigError(f"{ENV_WRITES}={env[ENV_WRITES]!r} is not one of auto, confirm, off.")
-        from korg_bridge.recall.memory.tenancy import ENV_BRIDGE_ACTOR, actor_from
+            raise ConfigError(
+                f"{ENV_RECALL_WRITES}={env[ENV_RECALL_WRITES]!r} is not one of auto, confirm, off."
+            )
+        from korg_bridge.config import ENV_BRIDGE_ACTOR
+        from korg_bridge.recall.tenancy import actor_from
 
         actor = actor_from(env)  # the bridge's per-token name wins over KORG_RECALL_ACTOR
         # An actor named by a bridge token is a caller over the network, whatever its name: only
@@ -121,14 +126,14 @@ class Context:
             # A person at a terminal writes as themselves; anything else (the bridge gives its
             # child /dev/null as stdin) is an agent, whose writes `confirm` holds for approval.
             actor = "user" if _stdin_is_terminal() else "agent"
-        where = env.get(ENV_PROJECT, "").strip() or cwd
+        where = env.get(ENV_RECALL_PROJECT, "").strip() or cwd
         if not where:
             try:
                 where = os.getcwd()
             except OSError as exc:
                 raise ConfigError(
                     f"the working directory is gone ({exc.strerror}). Run korg-recall from an existing "
-                    f"directory or set {ENV_PROJECT}."
+                    f"directory or set {ENV_RECALL_PROJECT}."
                 ) from exc
         root = find_git_root(where)
         return cls(
@@ -136,7 +141,7 @@ class Context:
             actor=actor[:128],
             is_agent=actor != "user" or agent_by_token,
             writes=writes,
-            allow_secrets=switch(env, ENV_ALLOW_SECRETS, False),
+            allow_secrets=switch(env, ENV_RECALL_ALLOW_SECRETS, False),
             mirror=_mirror(env),
             project="project:" + (root if root is not None else os.path.realpath(where)),
             in_git=root is not None,
@@ -177,7 +182,7 @@ class Context:
         """
         if self.writes == "off":
             raise ConfigError(
-                f"memory writes are off ({ENV_WRITES}=off), so {what} was refused. Unset {ENV_WRITES} "
+                f"memory writes are off ({ENV_RECALL_WRITES}=off), so {what} was refused. Unset {ENV_RECALL_WRITES} "
                 "or set it to auto or confirm to allow them."
             )
 
@@ -194,14 +199,14 @@ def _mirror(env: Mapping[str, str]) -> bool:
     Raises:
         ConfigError: a bad yes/no value, or the mirror asked for with a team store.
     """
-    from korg_bridge.recall.memory.backend import ENV_STORE
+    from korg_bridge.config import ENV_RECALL_STORE
 
-    wanted = switch(env, ENV_MIRROR, True)
-    if env.get(ENV_STORE, "").strip().startswith(("postgresql://", "postgres://")):
-        if env.get(ENV_MIRROR, "").strip() and wanted:
+    wanted = switch(env, ENV_RECALL_MIRROR, True)
+    if env.get(ENV_RECALL_STORE, "").strip().startswith(("postgresql://", "postgres://")):
+        if env.get(ENV_RECALL_MIRROR, "").strip() and wanted:
             raise ConfigError(
-                f"{ENV_MIRROR}={env[ENV_MIRROR]!r}: a PostgreSQL memory store has no Markdown mirror (a team "
-                f"store is not one person's folder of files). Unset {ENV_MIRROR}, or export with "
+                f"{ENV_RECALL_MIRROR}={env[ENV_RECALL_MIRROR]!r}: a PostgreSQL memory store has no Markdown mirror (a team "
+                f"store is not one person's folder of files). Unset {ENV_RECALL_MIRROR}, or export with "
                 "`korg-recall export --format markdown`."
             )
         return False

@@ -6,8 +6,8 @@
 
 * ``bm25`` -- keyword evidence: the store's BM25 of the query's words (:class:`~.backend.FullText`:
   user words reach it only as quoted terms; every matched word weighs above 0, so 0 means
-  no query word matched), as ``r / (r + half)`` (:func:`~korg_bridge.recall.scores.keyword_score`):
-  ``half`` is :data:`~korg_bridge.recall.scores.KEYWORD_HALF_SCORE` in keyword mode, as for
+  no query word matched), as ``r / (r + half)`` (:func:`~korg_bridge.recall.history.query.scores.keyword_score`):
+  ``half`` is :data:`~korg_bridge.recall.history.query.scores.KEYWORD_HALF_SCORE` in keyword mode, as for
   history, and :data:`HYBRID_HALF_SCORE` in hybrid;
 * ``vector`` -- meaning: the cosine of the query with the memory's best-matching version,
   floored at 0; a memory not embedded yet takes the cosine found at its keyword rank in the
@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from korg_bridge.recall.memory.claude_records import source_kind
+from korg_bridge.recall.history.query.scores import KEYWORD_HALF_SCORE, keyword_score, recency
+from korg_bridge.recall.interop.claude.records import source_kind
 from korg_bridge.recall.memory.records import Version, age_days, parse_iso
 from korg_bridge.recall.memory.safety import age_label, render_block
-from korg_bridge.recall.scores import KEYWORD_HALF_SCORE, keyword_score, recency
 
 __all__ = [
     "HYBRID_HALF_SCORE",

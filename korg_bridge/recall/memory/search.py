@@ -32,13 +32,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from korg_bridge.recall.fts import STOPWORDS, query_terms
+from korg_bridge.recall.history.query.fts import STOPWORDS, query_terms
 from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.rows import head, lineage, select_versions
 from korg_bridge.recall.memory.scoring import MEMORY_WEIGHTS, Candidate, Meaning, MemoryHit, score
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend import Tx
+    from korg_bridge.recall.memory.backend.protocols import Tx
 
 __all__ = [
     "FORGET_MAX",

@@ -15,13 +15,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.recall.memory import mirror
-from korg_bridge.recall.memory.backend import location, open_store, store_exists
-from korg_bridge.recall.memory.claude_records import summary as claude_summary
-from korg_bridge.recall.memory.policy import SCOPE_SOFT_CAP
+from korg_bridge.recall.interop.claude.records import summary as claude_summary
+from korg_bridge.recall.memory.backend.factory import open_store, store_exists
+from korg_bridge.recall.memory.mirror import files as mirror
+from korg_bridge.recall.memory.write_policy import SCOPE_SOFT_CAP
+from korg_bridge.recall.paths import store_location
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend import Tx
+    from korg_bridge.recall.memory.backend.protocols import Tx
 
 __all__ = ["LISTED", "has_scope", "memory_stats"]
 
@@ -110,7 +111,7 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         NetworkError: a team store's server cannot be reached.
     """
     env = os.environ if env is None else env
-    where = location(env)
+    where = store_location(env)
     if not store_exists(env):
         return {"store": where.label, "exists": False, "memories": 0}
     with open_store(env) as store:
@@ -122,7 +123,7 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             )
             # Claude Code's folders are read into one person's store only (see claude_scan).
             claude = claude_summary(conn) if store.kind == "sqlite" else None
-        from korg_bridge.recall.memory.vectors import vector_stats
+        from korg_bridge.recall.memory.backfill import vector_stats
 
         vectors = vector_stats(store, env)  # with a model on disk: how many live memories have a vector
     over = {scope: count for scope, count in figures["by_scope"].items() if count > SCOPE_SOFT_CAP}

@@ -16,7 +16,7 @@ a literal too big for a double (``1e999``)  ``"1e999"``): the value is kept, rea
 an integer beyond 64 bits                   its digits, as a string (Python refuses to
                                             read back more than 4,300 of them)
 a lone UTF-16 surrogate, a NUL              U+FFFD, as the history index does
-                                            (:func:`korg_bridge.recall.rows.bindable`)
+                                            (:func:`korg_bridge.recall.history.ingest.rows.bindable`)
 nesting deeper than :data:`MAX_DEPTH`       refused where it is read, naming the file
                                             and the item (:func:`check`)
 ==========================================  =========================================
@@ -75,7 +75,7 @@ pass that changes nothing."""
 def text(value: str) -> str:
     """``value`` with lone surrogates and NULs replaced by U+FFFD (both stores can bind it).
 
-    The history index's :func:`~korg_bridge.recall.rows.bindable` does the first half; it is not
+    The history index's :func:`~korg_bridge.recall.history.ingest.rows.bindable` does the first half; it is not
     imported here, where every memory call's cold start would pay for the index's modules.
     """
     if value.isascii() and "\x00" not in value:
@@ -180,7 +180,7 @@ def check(value: Any, what: str, fail: Callable[[str], Exception], limit: int = 
 def fit(value: Any, limit: int = MAX_SOURCE_BYTES) -> Any:
     """``value``, or a copy whose long strings are cut (each with a marker saying how much was
     dropped) so that its JSON takes at most about ``limit`` bytes."""
-    from korg_bridge.recall.rows import dump_json
+    from korg_bridge.recall.history.ingest.rows import dump_json
 
     encoded = dumps(value)
     if len(encoded.encode("utf-8")) <= limit:

@@ -18,14 +18,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import KorgError
-from korg_bridge.recall.memory import mirror
-from korg_bridge.recall.memory.policy import Decision, Draft
+from korg_bridge.recall.memory.mirror import files as mirror
 from korg_bridge.recall.memory.records import Version, iso, new_id
 from korg_bridge.recall.memory.rows import insert_version, next_version, supersede, update_head
 from korg_bridge.recall.memory.scopes import Context
+from korg_bridge.recall.memory.write_policy import Decision, Draft
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend import Store, Tx
+    from korg_bridge.recall.memory.backend.protocols import Store, Tx
 
 __all__ = ["add_version", "apply_decision", "decided_version", "finish", "provenance_entry", "version_of"]
 
@@ -155,7 +155,7 @@ def finish(
     checks: dict[str, Any] = {"oplog": "appended" if queued is None else f"queued: {queued}"}
     checks["mirror"] = "off" if not ctx.mirror else (found or "up to date")
     if ids or purged:
-        from korg_bridge.recall.memory import writeback
+        from korg_bridge.recall.interop.claude import writeback
 
         if writeback.enabled(ctx):
             checks["claude_writeback"] = writeback.after_write(store, ctx, ids, purged)

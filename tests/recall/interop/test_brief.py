@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _models import MODEL_DIR
 
-from korg_bridge.recall.brief import tokens
+from korg_bridge.recall.interop.brief import tokens
 
 from ._claude import ClaudeHome, answer, call, git_repo, ok, rows, run, store_file, topic
 
@@ -204,8 +204,8 @@ def test_the_last_session_of_a_codex_project_comes_from_its_rollout(
 def test_the_brief_finds_the_index_where_recall_keeps_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from korg_bridge.recall.index import default_index_path
-    from korg_bridge.recall.threads import index_path
+    from korg_bridge.recall.history.index import default_index_path
+    from korg_bridge.recall.interop.threads import index_path
 
     for env in (
         {"HOME": str(tmp_path)},

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from korg_bridge.recall.memory.claude_paths import decode_on_disk, folder_matches, resolve_folder, slug
+from korg_bridge.recall.interop.claude.paths import decode_on_disk, folder_matches, resolve_folder, slug
 
 from ._claude import ClaudeHome, answer, call, git_repo, line_with, store_file, topic, touch_later
 

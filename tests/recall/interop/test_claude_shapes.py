@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from korg_bridge.recall.memory.frontmatter import FrontMatterError, parse, set_values
+from korg_bridge.recall.memory.mirror.frontmatter import FrontMatterError, parse, set_values
 from korg_bridge.recall.memory.records import iso, parse_iso
 from korg_bridge.recall.memory.safety import age_label
 

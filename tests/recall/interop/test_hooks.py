@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from korg_bridge.recall.guarded_write import Changed, replace, take
+from korg_bridge.recall.interop.guarded_write import Changed, replace, take
 
 from ._claude import ClaudeHome, answer, call, failed, git_repo, ok, run
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from korg_bridge.recall.memory.claude_files import BLOCK_BEGIN, BLOCK_END
+from korg_bridge.recall.interop.claude.files import BLOCK_BEGIN, BLOCK_END
 
 from ._claude import ClaudeHome, answer, git_repo, line_with, rows, store_file, topic, touch_later
 

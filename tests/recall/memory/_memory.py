@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from _sqlite import connect
 
-from korg_bridge.recall.cli import main
+from korg_bridge.recall.cli.app import main
 
 SUBPROCESS_BOUND = 60.0
 """Seconds one korg-recall child may take: far above any memory call."""
@@ -26,7 +26,7 @@ SUBPROCESS_BOUND = 60.0
 def korg_recall() -> list[str]:
     """The installed console script (what a user and the bridge run), else the module."""
     found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli"]
+    return [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
 
 
 def run(
@@ -205,10 +205,10 @@ def holds(store: Path | PgTarget, needle: str) -> bool:
 def opened(store: Path | PgTarget) -> Any:
     """The store, opened in this process as korg-recall opens it."""
     if isinstance(store, PgTarget):
-        from korg_bridge.recall.memory.pg.store import PgStore
+        from korg_bridge.recall.memory.backend.pg.store import PgStore
 
         return PgStore.open(store.url, {"KORG_RECALL_TENANT": store.tenant})
-    from korg_bridge.recall.memory.store import SqliteStore
+    from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
 
     return SqliteStore(store)
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from korg_bridge.recall.cli import main
+from korg_bridge.recall.cli.app import main
 
 _CONSONANTS = "bcdfghjklmnprstvz"
 _VOWELS = "aeiou"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.recall.memory.backend import open_store
+from korg_bridge.recall.memory.backend.factory import open_store
 from korg_bridge.recall.memory.normalize import differences
 from korg_bridge.recall.memory.operations import remember
 from korg_bridge.recall.memory.scopes import Context

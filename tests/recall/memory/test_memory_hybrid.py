@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from _models import MODEL_DIR, needs_model
 
-from korg_bridge.recall.memory.fulltext import idf, rescored
+from korg_bridge.recall.memory.backend.sqlite.fulltext import idf, rescored
 from korg_bridge.recall.memory.records import iso
 
 from ._memory import PgTarget, answer, call, opened, rows
@@ -100,7 +100,7 @@ def test_being_returned_never_raises_a_memorys_score(
 def test_the_sqlite_score_is_okapi_bm25_with_a_weight_above_zero_for_every_matched_word(
     tmp_path: Path,
 ) -> None:
-    from korg_bridge.recall.memory.store import SqliteStore
+    from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
 
     docs = ("alpha beta gamma", "alpha delta", "epsilon zeta eta theta")
     with SqliteStore(tmp_path / "memory.sqlite") as store, store.write() as tx:
@@ -346,8 +346,8 @@ def test_the_background_indexer_embeds_the_memories_a_recall_found_without_a_vec
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from korg_bridge.recall.indexer import wait_idle
     from korg_bridge.recall.memory.backfill import memory_lock_path
+    from korg_bridge.recall.semantic.indexer import wait_idle
 
     remember(capsys, "Warm-up so the store exists.", "note")
     mem0 = tmp_path / "mem0.json"

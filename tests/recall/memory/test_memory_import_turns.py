@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.recall.memory.foreign import Plan, plan_foreign
-from korg_bridge.recall.memory.importer import IMPORT_ACTOR, prepare_import
-from korg_bridge.recall.memory.incoming import read_source
 from korg_bridge.recall.memory.scopes import Context
-from korg_bridge.recall.memory.staging import finish_plan, stage_plan, write_plan
+from korg_bridge.recall.memory.transfer.foreign import Plan, plan_foreign
+from korg_bridge.recall.memory.transfer.formats import read_source
+from korg_bridge.recall.memory.transfer.importer import IMPORT_ACTOR, prepare_import
+from korg_bridge.recall.memory.transfer.staging import finish_plan, stage_plan, write_plan
 
 from ._memory import PgTarget, answer, korg_recall, ok, opened, rows, run
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from korg_bridge.recall.memory.mirror import FrontMatterError, parse, render
+from korg_bridge.recall.memory.mirror.files import FrontMatterError, parse, render
 from korg_bridge.recall.memory.records import Version
 
 from ._memory import answer, call, korg_recall, ok, rows, run

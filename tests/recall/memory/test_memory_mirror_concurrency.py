@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from _sqlite import connect
 
-from korg_bridge.recall.memory.frontmatter import rel_path, render
+from korg_bridge.recall.memory.mirror.frontmatter import rel_path, render
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.rows import select_versions
 

@@ -24,9 +24,9 @@ import psycopg
 import pytest
 from _postgres import APP, Roles
 
-from korg_bridge.recall.memory.pg.schema import APP_TABLES, TENANT_TABLES
-from korg_bridge.recall.memory.pg.store import PgStore
-from korg_bridge.recall.memory.pg.vectors import literal, nearest, nearest_sql
+from korg_bridge.recall.memory.backend.pg.schema import APP_TABLES, TENANT_TABLES
+from korg_bridge.recall.memory.backend.pg.store import PgStore
+from korg_bridge.recall.memory.backend.pg.vectors import literal, nearest, nearest_sql
 from korg_bridge.recall.memory.records import Version, iso, new_id
 from korg_bridge.recall.memory.rows import insert_version
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from _postgres import OWNER, Roles, create_database, migrate
 
-from korg_bridge.recall.memory.pg.schema import MIGRATIONS
+from korg_bridge.recall.memory.backend.pg.schema import MIGRATIONS
 
 from ._memory import failed, run
 

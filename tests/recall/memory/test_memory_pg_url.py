@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from korg_bridge.recall.memory.backend import location
-from korg_bridge.recall.memory.pg.errors import connect_error
-from korg_bridge.recall.memory.pg.store import placeholders
-from korg_bridge.recall.memory.pg.url import safe_url, scrub
+from korg_bridge.recall.memory.backend.pg.errors import connect_error
+from korg_bridge.recall.memory.backend.pg.store import placeholders
+from korg_bridge.recall.memory.backend.pg.url import safe_url, scrub
+from korg_bridge.recall.paths import store_location
 
 pytestmark = pytest.mark.no_store
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.no_store
 def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
     assert safe_url(url) == shown
     assert "s3cret" not in safe_url(url) and "p@ss" not in safe_url(url)
-    assert location({"KORG_RECALL_STORE": url}).label == shown
+    assert store_location({"KORG_RECALL_STORE": url}).label == shown
 
 
 def test_a_driver_message_quoting_the_password_is_scrubbed() -> None:

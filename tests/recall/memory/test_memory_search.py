@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from korg_bridge.recall.memory.backend import Tx
-from korg_bridge.recall.memory.fulltext import ranked_sql
-from korg_bridge.recall.memory.pg.fulltext import ranked_sql as pg_ranked_sql
+from korg_bridge.recall.memory.backend.pg.fulltext import ranked_sql as pg_ranked_sql
+from korg_bridge.recall.memory.backend.protocols import Tx
+from korg_bridge.recall.memory.backend.sqlite.fulltext import ranked_sql
 from korg_bridge.recall.memory.records import Version, iso, parse_iso
 from korg_bridge.recall.memory.rows import add_link, insert_version
 from korg_bridge.recall.memory.search import forget_matches, match_where, search_memories

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.errors import ConfigError
+from korg_bridge.recall.history.migrations import migrate
+from korg_bridge.recall.memory.backend.sqlite.schema import MIGRATIONS, TABLES
+from korg_bridge.recall.memory.backend.sqlite.store import Store, newest_backup
 from korg_bridge.recall.memory.records import Version, new_id
 from korg_bridge.recall.memory.rows import head, insert_version, lineage
-from korg_bridge.recall.memory.schema import MIGRATIONS, TABLES
-from korg_bridge.recall.memory.store import Store, default_store_path, newest_backup
-from korg_bridge.recall.migrations import migrate
+from korg_bridge.recall.paths import default_store_path
 
 from ._memory import PgTarget, opened
 

@@ -8,10 +8,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from korg_bridge.argv import arguments_to_flags
-from korg_bridge.contract import contract_schema, parse_document
+from korg_bridge.bridge.argv import arguments_to_flags
+from korg_bridge.bridge.contract import contract_schema, parse_document
 from korg_bridge.errors import ArgumentError
-from korg_bridge.recall.cli import kit as korg_recall
+from korg_bridge.recall.cli.app import kit as korg_recall
 from korg_bridge.toolkit import Toolkit
 
 pytestmark = pytest.mark.no_store
@@ -107,10 +107,10 @@ def test_importing_the_memory_package_pulls_in_no_heavy_module() -> None:
     import sys
 
     code = (
-        "import sys, korg_bridge.recall.cli\n"
+        "import sys, korg_bridge.recall.cli.app\n"
         "import korg_bridge.recall.memory.operations, korg_bridge.recall.memory.forget\n"
         "import korg_bridge.recall.memory.stats, korg_bridge.recall.memory.listing\n"
-        "import korg_bridge.recall.memory.importer, korg_bridge.recall.memory.export\n"
+        "import korg_bridge.recall.memory.transfer.importer, korg_bridge.recall.memory.transfer.export\n"
         "import korg_bridge.recall.memory.recall_view\n"
         "heavy = [m for m in ('numpy', 'jsonschema', 'mcp', 'fastembed', 'psycopg') if m in sys.modules]\n"
         "print(','.join(heavy))"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from korg_bridge.recall.cli import kit
+from korg_bridge.recall.cli.app import kit
 from korg_bridge.recall.memory.records import COLUMNS
 
 from ._memory import PgTarget, answer, call, dump, exists, holds, log_entries, ok, rows, run, tree_bytes

@@ -1,0 +1,204 @@
+"""The memory store's schema, as named migrations applied in order.
+
+The same mechanism as the recall index (:func:`korg_bridge.recall.history.migrations.migrate`:
+each step in its own ``BEGIN IMMEDIATE`` transaction, recorded in ``_migrations``),
+with the store's own list. Unlike the index, a store recording a migration this
+version does not know is never rebuilt: it is someone's data, so opening it is
+an error instead (see :mod:`.store`). Append steps; never edit or rename one.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+
+from korg_bridge.recall.history.migrations import TOKENIZER, Migration
+
+__all__ = ["MIGRATIONS", "TABLES"]
+
+
+def _create_fts(conn: sqlite3.Connection) -> None:
+    # External content: the text lives once, in ``memory``; purging a body and rebuilding this
+    # table leaves no copy of it behind.
+    conn.execute(
+        "CREATE VIRTUAL TABLE memory_fts USING fts5("
+        f"title, body, tags, content='memory', content_rowid='rowid', tokenize='{TOKENIZER}')"
+    )
+
+
+def _create_secret(conn: sqlite3.Connection) -> None:
+    # The key of forget's confirmation tokens, made with the store so that a first forget
+    # (which must change nothing) never has to write it.
+    conn.execute("INSERT INTO meta (key, value) VALUES ('forget_secret', ?)", (secrets.token_hex(32),))
+
+
+MIGRATIONS: list[Migration] = [
+    (
+        "m001_memory",
+        (
+            # One row per version; (id, version) names it. The head of a lineage is the row with
+            # superseded_by NULL and a state other than pending (a pending row is a proposal that
+            # supersedes nothing until approved). JSON columns: tags, source, provenance.
+            """
+            CREATE TABLE memory (
+                rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                scope TEXT NOT NULL,
+                type TEXT NOT NULL,
+                title TEXT NOT NULL DEFAULT '',
+                body TEXT NOT NULL DEFAULT '',
+                key TEXT,
+                content_hash TEXT NOT NULL,
+                tags TEXT NOT NULL DEFAULT '[]',
+                pinned INTEGER NOT NULL DEFAULT 0,
+                state TEXT NOT NULL,
+                trust TEXT NOT NULL DEFAULT 'trusted',
+                actor TEXT NOT NULL,
+                valid_from TEXT,
+                valid_to TEXT,
+                recorded_at TEXT NOT NULL,
+                retired_at TEXT,
+                superseded_by INTEGER,
+                superseded_at TEXT,
+                expires_at TEXT,
+                use_count INTEGER NOT NULL DEFAULT 0,
+                last_used_at TEXT,
+                source TEXT,
+                provenance TEXT NOT NULL DEFAULT '[]',
+                reason TEXT,
+                conflict INTEGER NOT NULL DEFAULT 0,
+                UNIQUE (id, version)
+            )
+            """,
+            "CREATE INDEX memory_current ON memory(scope, state) WHERE superseded_by IS NULL",
+            "CREATE INDEX memory_hash ON memory(scope, content_hash) WHERE superseded_by IS NULL",
+            "CREATE INDEX memory_key ON memory(scope, key) WHERE key IS NOT NULL AND superseded_by IS NULL",
+            # ``similar`` links written by the write policy: src was stored although dst is alike.
+            """
+            CREATE TABLE memory_links (
+                src TEXT NOT NULL,
+                dst TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (src, dst, kind)
+            )
+            """,
+            "CREATE INDEX memory_links_dst ON memory_links(dst)",
+            # One embedding per version row, beside its model: vectors of two models never mix.
+            """
+            CREATE TABLE memory_vectors (
+                row INTEGER PRIMARY KEY,
+                model_id TEXT NOT NULL,
+                dim INTEGER NOT NULL,
+                vector BLOB NOT NULL
+            )
+            """,
+            # Mirror files, by path relative to the mirror folder. origin: 'ours' (written by
+            # korg-recall: may be rewritten or removed), 'user' (made by hand: never touched),
+            # 'unparseable' (made by hand, not understood: reported, left alone).
+            """
+            CREATE TABLE mirror_files (
+                path TEXT PRIMARY KEY,
+                scope TEXT NOT NULL,
+                id TEXT,
+                version INTEGER,
+                origin TEXT NOT NULL,
+                size INTEGER NOT NULL,
+                mtime_ns INTEGER NOT NULL,
+                sha256 TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX mirror_files_id ON mirror_files(id)",
+            # Operation-log entries committed with their operation, appended to the log after.
+            """
+            CREATE TABLE oplog_pending (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                op_id TEXT NOT NULL UNIQUE,
+                entry TEXT NOT NULL
+            )
+            """,
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
+        ),
+    ),
+    ("m002_memory_fts", _create_fts),
+    ("m003_forget_secret", _create_secret),
+    (
+        "m004_mirror_dirty",
+        (
+            # Memories whose mirror file may be out of date, queued by the transaction that changed
+            # them and cleared once the file is written or removed (see mirror.reconcile).
+            "CREATE TABLE mirror_dirty (id TEXT PRIMARY KEY)",
+        ),
+    ),
+    (
+        "m005_claude_interop",
+        (
+            # Files of Claude Code's (its memory folders, CLAUDE.md/AGENTS.md) that korg-recall read,
+            # and the topic files it wrote there when write-back is on (see claude_records.py).
+            # kind: claude-auto-memory | instructions | writeback. ids: the lineages a file became
+            # (one per part of a long file), JSON. links: the [[wiki-links]] it names, JSON.
+            # status: taken | skipped | gone (read ones), ours | archived (written ones).
+            """
+            CREATE TABLE claude_files (
+                path TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                scope TEXT NOT NULL,
+                folder TEXT NOT NULL,
+                ids TEXT NOT NULL DEFAULT '[]',
+                links TEXT NOT NULL DEFAULT '[]',
+                size INTEGER NOT NULL DEFAULT 0,
+                mtime_ns INTEGER NOT NULL DEFAULT 0,
+                sha256 TEXT NOT NULL DEFAULT '',
+                status TEXT NOT NULL,
+                reason TEXT
+            )
+            """,
+            "CREATE INDEX claude_files_folder ON claude_files(folder)",
+            # Project folders under <config>/projects and the project root each belongs to (NULL:
+            # not known; tried again when the folder changes). how: transcript | file system | writeback.
+            """
+            CREATE TABLE claude_folders (
+                path TEXT PRIMARY KEY,
+                root TEXT,
+                how TEXT NOT NULL,
+                mtime_ns INTEGER NOT NULL DEFAULT 0
+            )
+            """,
+            # The korg-recall block of a MEMORY.md as korg-recall last wrote it: a block that differs
+            # was edited by hand, and is left alone.
+            # created: korg-recall made the MEMORY.md itself (it goes when its block is all it holds).
+            "CREATE TABLE claude_blocks (path TEXT PRIMARY KEY, scope TEXT NOT NULL, sha256 TEXT NOT NULL, "
+            "created INTEGER NOT NULL DEFAULT 0)",
+        ),
+    ),
+    (
+        "m006_import_identities",
+        (
+            # The memory each foreign identity an import wrote (mem0:<id>, mcp-memory:<name>, a Claude
+            # Code file) became, by the identity's SHA-256: kept when the memory is purged (which
+            # erases its source), so a later import of a changed text under that identity is known
+            # as the forgotten memory's and skipped, while nothing readable of it stays.
+            "CREATE TABLE import_identities (digest TEXT PRIMARY KEY, id TEXT NOT NULL)",
+        ),
+    ),
+]
+
+TABLES = frozenset(
+    {
+        "_migrations",
+        "memory",
+        "memory_fts",
+        "memory_links",
+        "memory_vectors",
+        "mirror_files",
+        "oplog_pending",
+        "meta",
+        "mirror_dirty",
+        "claude_files",
+        "claude_folders",
+        "claude_blocks",
+        "import_identities",
+    }
+)
+"""Tables a store opened by this version must have."""

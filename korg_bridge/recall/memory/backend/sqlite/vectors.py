@@ -1,0 +1,142 @@
+"""A SQLite store's memory vectors: float32 blobs in ``memory_vectors``, compared in numpy.
+
+The :class:`~korg_bridge.recall.memory.backend.protocols.VectorStore` of :mod:`.store`; numpy
+is imported only when vectors are compared, so a keyword-only process never loads it. What is
+embedded, and when, is :mod:`korg_bridge.recall.memory.embedding`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend.protocols import Tx
+
+
+_HEADS = (
+    "SELECT m.rowid, m.id, m.title, m.body, v.vector FROM memory m LEFT JOIN memory_vectors v "
+    "ON v.row = m.rowid AND v.model_id = ? AND v.dim = ? "
+    "WHERE m.scope = ? AND m.superseded_by IS NULL AND m.state IN ('live', 'pending') "
+    "ORDER BY m.recorded_at DESC"
+)
+"""Live and pending heads of a scope with their vector of one model, if any, newest first."""
+
+
+def missing_sql(every_scope: bool) -> str:
+    """Live or pending heads without a vector of one model, newest first. Params: (the scope,) the
+    model id, the dimension, the limit."""
+    scope = "" if every_scope else "m.scope = ? AND "
+    return (
+        f"SELECT m.rowid, m.title, m.body FROM memory m WHERE {scope}m.superseded_by IS NULL "
+        "AND m.state IN ('live', 'pending') AND NOT EXISTS (SELECT 1 FROM memory_vectors v "
+        "WHERE v.row = m.rowid AND v.model_id = ? AND v.dim = ?) ORDER BY m.recorded_at DESC, m.rowid DESC LIMIT ?"
+    )
+
+
+def coverage_sql(scope_count: int | None) -> str:
+    """Live heads (of ``scope_count`` scopes, or all) and how many have a vector of one model.
+    Params: the model id, the dimension, (the scopes)."""
+    scopes = "" if scope_count is None else f" AND m.scope IN ({', '.join('?' * scope_count)})"
+    return (
+        "SELECT count(*), count(v.row) FROM memory m LEFT JOIN memory_vectors v "
+        "ON v.row = m.rowid AND v.model_id = ? AND v.dim = ? "
+        f"WHERE m.superseded_by IS NULL AND m.state = 'live'{scopes}"
+    )
+
+
+def _matrix(blobs: Sequence[bytes], dim: int) -> Any:
+    import numpy as np
+
+    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
+
+
+class SqliteVectors:
+    """:class:`~.backend.VectorStore` of a SQLite store: float32 blobs, compared in numpy."""
+
+    def missing(
+        self, tx: Tx, scope: str | None, model_id: str, dim: int, limit: int
+    ) -> list[tuple[int, str, str]]:
+        params = (model_id, dim, limit) if scope is None else (scope, model_id, dim, limit)
+        rows = tx.execute(missing_sql(scope is None), params).fetchall()
+        return [(int(rowid), str(title), str(body)) for rowid, title, body in rows]
+
+    def put(self, tx: Tx, rowid: int, model_id: str, dim: int, vector: Any) -> None:
+        import numpy as np
+
+        blob = np.asarray(vector, dtype=np.float32).tobytes()
+        tx.execute(
+            "INSERT INTO memory_vectors (row, model_id, dim, vector) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (row) DO UPDATE SET model_id = excluded.model_id, dim = excluded.dim, "
+            "vector = excluded.vector",
+            (rowid, model_id, dim, blob),
+        )
+
+    def drop(self, tx: Tx, rowids: Sequence[int]) -> None:
+        tx.executemany("DELETE FROM memory_vectors WHERE row = ?", [(rowid,) for rowid in rowids])
+
+    def cosines(
+        self, tx: Tx, scope: str, model_id: str, dim: int, vector: Any, limit: int
+    ) -> dict[str, float]:
+        # Every head of the scope: a scope holds a few thousand at most, one dot product each.
+        import numpy as np
+
+        out: dict[str, float] = {}
+        for _rowid, memory_id, _title, _body, blob in tx.execute(_HEADS, (model_id, dim, scope)):
+            if blob is None:
+                continue
+            stored = np.frombuffer(blob, dtype=np.float32)
+            if stored.shape == vector.shape:
+                out[memory_id] = max(out.get(memory_id, -1.0), float(np.dot(stored, vector)))
+        return out
+
+    def coverage(self, tx: Tx, scopes: Sequence[str] | None, model_id: str, dim: int) -> tuple[int, int]:
+        sql = coverage_sql(None if scopes is None else len(scopes))
+        live, embedded = tx.execute(sql, (model_id, dim, *(scopes or ()))).fetchone()
+        return int(live), int(embedded)
+
+    def nearest_rows(
+        self, tx: Tx, where: str, params: Sequence[object], model_id: str, dim: int, vector: Any, limit: int
+    ) -> list[tuple[int, float]]:
+        # Every vector the condition allows, one matrix product: a store's few thousand rows cost
+        # milliseconds, and an exact answer needs no index.
+        import numpy as np
+
+        rows = [
+            (int(rowid), blob)
+            for rowid, blob in tx.execute(
+                "SELECT m.rowid, v.vector FROM memory m JOIN memory_vectors v ON v.row = m.rowid "
+                f"WHERE v.model_id = ? AND v.dim = ? AND {where}",
+                (model_id, dim, *params),
+            )
+            if len(blob) == 4 * dim
+        ]
+        if not rows or limit < 1:
+            return []
+        sims = _matrix([blob for _, blob in rows], dim) @ np.asarray(vector, dtype=np.float32)
+        order = np.argsort(-sims, kind="stable")[:limit]
+        return [(rows[i][0], float(sims[i])) for i in order.tolist()]
+
+    def cosines_of(
+        self, tx: Tx, rowids: Sequence[int], model_id: str, dim: int, vector: Any
+    ) -> dict[int, float]:
+        import numpy as np
+
+        if not rowids:
+            return {}
+        marks = ", ".join("?" * len(rowids))
+        rows = [
+            (int(rowid), blob)
+            for rowid, blob in tx.execute(
+                f"SELECT row, vector FROM memory_vectors WHERE model_id = ? AND dim = ? AND row IN ({marks})",
+                (model_id, dim, *rowids),
+            )
+            if len(blob) == 4 * dim
+        ]
+        if not rows:
+            return {}
+        sims = _matrix([blob for _, blob in rows], dim) @ np.asarray(vector, dtype=np.float32)
+        return {rowid: float(sim) for (rowid, _), sim in zip(rows, sims.tolist(), strict=True)}
+
+
+SQLITE_VECTORS = SqliteVectors()

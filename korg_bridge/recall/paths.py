@@ -1,0 +1,193 @@
+"""Where korg-recall's files are: the one resolver of every path an environment names.
+
+Each path used to be worked out where it was needed, and the copies drifted: the index path
+was resolved three times, one copy expanding ``~`` against the process's home and keeping a
+relative value relative, another against ``$HOME`` and making it absolute. Every path now comes
+from here, by one rule (:func:`expand`):
+
+==============================  ====================================================================
+the recall index                ``$KORG_RECALL_INDEX``, else ``$XDG_CACHE_HOME/korg-recall/index.sqlite``
+the memory store                ``$KORG_RECALL_STORE`` (a file, or a ``postgresql://`` URL), else
+                                ``$XDG_DATA_HOME/korg-recall/memory.sqlite``; a bridge caller's
+                                tenant gets ``tenants/<tenant>/`` beside it (:func:`store_location`)
+the operation log               ``memory-ops.jsonl`` beside a SQLite store
+korg-recall's own data          ``$XDG_DATA_HOME/korg-recall`` (hook state, backups), whatever the store
+pulled models                   ``$XDG_CACHE_HOME/korg-recall/models``
+Claude Code's and Codex's       ``$CLAUDE_CONFIG_DIR`` else ``~/.claude``; ``$CODEX_HOME`` else ``~/.codex``
+==============================  ====================================================================
+
+``~`` means ``$HOME`` of the environment the call runs with (a bridge or an engine passes its
+caller's), not the process's; a relative ``XDG_*`` value is ignored, as the XDG specification
+says. Nothing here touches the file system.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from korg_bridge.config import (
+    ENV_BRIDGE_TENANT,
+    ENV_CLAUDE_CONFIG_DIR,
+    ENV_CODEX_HOME,
+    ENV_HOME,
+    ENV_RECALL_INDEX,
+    ENV_RECALL_STORE,
+    ENV_XDG_CACHE_HOME,
+    ENV_XDG_DATA_HOME,
+    store_url,
+)
+from korg_bridge.errors import ConfigError
+
+__all__ = [
+    "OPLOG_NAME",
+    "TENANTS_DIR",
+    "Location",
+    "cache_dir",
+    "claude_home",
+    "codex_home",
+    "data_dir",
+    "default_store_path",
+    "expand",
+    "home",
+    "index_path",
+    "model_cache_dir",
+    "oplog_path",
+    "store_location",
+]
+
+APP = "korg-recall"
+OPLOG_NAME = "memory-ops.jsonl"
+"""The operation log's file, beside a SQLite store."""
+TENANTS_DIR = "tenants"
+"""Beside a SQLite store: one folder per tenant, each holding that tenant's store (see :func:`store_location`)."""
+
+
+def home(env: Mapping[str, str]) -> Path:
+    """``$HOME`` of ``env``, else the process's home."""
+    value = env.get(ENV_HOME)
+    return Path(value) if value else Path.home()
+
+
+def expand(raw: str, env: Mapping[str, str]) -> Path:
+    """``raw`` as an absolute path: ``~`` and ``~/…`` against ``env``'s ``$HOME``, ``~user`` as the
+    system says, anything relative against the working directory."""
+    if raw == "~" or raw.startswith("~/"):
+        return home(env) / raw[2:]
+    return Path(os.path.abspath(os.path.expanduser(raw)))
+
+
+def _xdg(env: Mapping[str, str], name: str, fallback: str) -> Path:
+    value = env.get(name, "").strip()
+    # The XDG spec says to ignore a relative value.
+    return Path(value) if value and os.path.isabs(value) else home(env) / fallback
+
+
+def data_dir(env: Mapping[str, str]) -> Path:
+    """korg-recall's own data folder, ``$XDG_DATA_HOME/korg-recall`` (``~/.local/share``)."""
+    return _xdg(env, ENV_XDG_DATA_HOME, ".local/share") / APP
+
+
+def cache_dir(env: Mapping[str, str]) -> Path:
+    """korg-recall's cache folder, ``$XDG_CACHE_HOME/korg-recall`` (``~/.cache``)."""
+    return _xdg(env, ENV_XDG_CACHE_HOME, ".cache") / APP
+
+
+def index_path(env: Mapping[str, str]) -> Path:
+    """The recall index: ``$KORG_RECALL_INDEX``, else ``index.sqlite`` in :func:`cache_dir`."""
+    explicit = env.get(ENV_RECALL_INDEX, "").strip()
+    return expand(explicit, env) if explicit else cache_dir(env) / "index.sqlite"
+
+
+def model_cache_dir(env: Mapping[str, str]) -> Path:
+    """Where ``korg-recall model pull`` puts models: ``models`` in :func:`cache_dir`.
+
+    Not the temp directory (fastembed's default), which is wiped on reboot and would turn every
+    semantic query after one into a download.
+    """
+    return cache_dir(env) / "models"
+
+
+def claude_home(env: Mapping[str, str]) -> Path:
+    """``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
+    raw = env.get(ENV_CLAUDE_CONFIG_DIR, "").strip()
+    return expand(raw, env) if raw else home(env) / ".claude"
+
+
+def codex_home(env: Mapping[str, str]) -> Path:
+    """``$CODEX_HOME``, else ``~/.codex``."""
+    raw = env.get(ENV_CODEX_HOME, "").strip()
+    return expand(raw, env) if raw else home(env) / ".codex"
+
+
+def default_store_path(env: Mapping[str, str]) -> Path:
+    """``$KORG_RECALL_STORE``, else ``memory.sqlite`` in :func:`data_dir`.
+
+    Raises:
+        ConfigError: ``KORG_RECALL_STORE`` is a URL, not a file (see :func:`store_location`).
+    """
+    explicit = env.get(ENV_RECALL_STORE, "").strip()
+    if explicit:
+        if "://" in explicit:
+            raise ConfigError(
+                f"{ENV_RECALL_STORE} is a URL: the memory store is a database server, not a file. "
+                "Set it to the path of a SQLite file to use one."
+            )
+        return expand(explicit, env)
+    return data_dir(env) / "memory.sqlite"
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where ``KORG_RECALL_STORE`` points: a SQLite file, or a PostgreSQL URL."""
+
+    path: Path | None = None
+    url: str | None = None
+
+    @property
+    def is_url(self) -> bool:
+        return self.url is not None
+
+    @property
+    def label(self) -> str:
+        """The location as messages show it (a URL without its password)."""
+        if self.url is not None:
+            from korg_bridge.recall.memory.backend.pg.url import safe_url
+
+            return safe_url(self.url)
+        return str(self.path)
+
+
+def store_location(env: Mapping[str, str]) -> Location:
+    """Where the store is: ``$KORG_RECALL_STORE`` (a path or a ``postgresql://`` URL), else the
+    default file (:func:`default_store_path`).
+
+    A SQLite file is one person's, so a bridge's caller with a tenant (``KORG_BRIDGE_TENANT``,
+    :mod:`korg_bridge.recall.tenancy`) gets a file of its own beside it,
+    ``tenants/<tenant>/<name>``, with its own mirror, log and backups: two tenants served by one
+    bridge never share memories, in a team store or not. (``KORG_RECALL_TENANT`` names a team
+    store's tenant: a person at a terminal with it set still uses the file named.)
+
+    Raises:
+        ConfigError: a URL of another scheme; a malformed tenant name.
+    """
+    url = store_url(env)
+    if url is not None:
+        return Location(url=url)
+    from korg_bridge.recall.tenancy import tenant_from
+
+    path = default_store_path(env)
+    tenant = tenant_from(env) if env.get(ENV_BRIDGE_TENANT, "").strip() else None
+    return Location(path=path if tenant is None else path.parent / TENANTS_DIR / tenant / path.name)
+
+
+def oplog_path(env: Mapping[str, str]) -> Path | None:
+    """The operation log of a SQLite store (None: a team store keeps its log in a table).
+
+    Raises:
+        ConfigError: see :func:`store_location`.
+    """
+    where = store_location(env)
+    return None if where.path is None else where.path.parent / OPLOG_NAME

@@ -34,8 +34,8 @@ from starlette.applications import Starlette
 
 from korg_bridge import BridgeOptions, ConfigError, Document, Policy, UsageError, build_server, discover
 from korg_bridge.bridge.process import KILL_GRACE
+from korg_bridge.config import ENV_BRIDGE_TOKEN as TOKEN_ENV
 from korg_bridge.serving.http import (
-    TOKEN_ENV,
     build_http_app,
     is_loopback,
     load_token,

@@ -42,6 +42,7 @@ from korg_bridge.config import (
 from korg_bridge.errors import ConfigError
 
 __all__ = [
+    "MIRROR_NAME",
     "OPLOG_NAME",
     "TENANTS_DIR",
     "Location",
@@ -60,6 +61,9 @@ __all__ = [
 
 APP = "korg-recall"
 OPLOG_NAME = "memory-ops.jsonl"
+"""The operation log's file, beside a SQLite store."""
+MIRROR_NAME = "memories"
+"""The Markdown mirror's folder, beside a SQLite store."""
 """The operation log's file, beside a SQLite store."""
 TENANTS_DIR = "tenants"
 """Beside a SQLite store: one folder per tenant, each holding that tenant's store (see :func:`store_location`)."""

@@ -79,7 +79,6 @@ from korg_bridge.serving.auth.tokens import Keyring, TokenSet, load_token
 from korg_bridge.serving.jsonrpc import BodyCheck
 
 __all__ = [
-    "ENV_BRIDGE_TOKEN",
     "build_http_app",
     "is_loopback",
     "load_token",

@@ -18,9 +18,10 @@ from conftest import peers_missing
 
 from korg_bridge.errors import ConfigError, KorgError, UsageError
 from korg_bridge.recall.history import index as index_module
-from korg_bridge.recall.history.index import Index, default_index_path, parse_ref
+from korg_bridge.recall.history.index import Index, parse_ref
 from korg_bridge.recall.history.ingest.rows import MAX_STORED_JSON
 from korg_bridge.recall.history.query.search import search
+from korg_bridge.recall.paths import index_path
 
 REPO = Path(__file__).resolve().parents[2]
 PEERS = REPO / ".." / "shared" / "peers"
@@ -95,17 +96,11 @@ def ledgers(tmp_path: Path) -> Path:
 
 
 def test_default_index_path_prefers_the_variable_then_xdg_then_home(tmp_path: Path) -> None:
-    assert (
-        default_index_path({"KORG_RECALL_INDEX": str(tmp_path / "i.db"), "HOME": "/h"}) == tmp_path / "i.db"
-    )
-    assert default_index_path({"KORG_RECALL_INDEX": "~/i.db", "HOME": "/h"}) == Path("/h/i.db")
-    assert default_index_path({"XDG_CACHE_HOME": "/xdg", "HOME": "/h"}) == Path(
-        "/xdg/korg-recall/index.sqlite"
-    )
-    assert default_index_path({"XDG_CACHE_HOME": "rel", "HOME": "/h"}) == Path(
-        "/h/.cache/korg-recall/index.sqlite"
-    )
-    assert default_index_path({"HOME": "/h"}) == Path("/h/.cache/korg-recall/index.sqlite")
+    assert index_path({"KORG_RECALL_INDEX": str(tmp_path / "i.db"), "HOME": "/h"}) == tmp_path / "i.db"
+    assert index_path({"KORG_RECALL_INDEX": "~/i.db", "HOME": "/h"}) == Path("/h/i.db")
+    assert index_path({"XDG_CACHE_HOME": "/xdg", "HOME": "/h"}) == Path("/xdg/korg-recall/index.sqlite")
+    assert index_path({"XDG_CACHE_HOME": "rel", "HOME": "/h"}) == Path("/h/.cache/korg-recall/index.sqlite")
+    assert index_path({"HOME": "/h"}) == Path("/h/.cache/korg-recall/index.sqlite")
 
 
 def test_index_creates_its_folder_and_uses_wal(tmp_path: Path) -> None:

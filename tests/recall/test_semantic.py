@@ -219,7 +219,13 @@ def test_the_all_terms_check_quotes_each_term_so_no_operator_survives() -> None:
 def test_ranking_modules_never_import_the_search_dispatcher() -> None:
     import ast
 
-    for name in ("semantic", "keyword", "scores", "vectors", "embedpass"):
+    for name in (
+        "semantic/rank",
+        "history/query/keyword",
+        "history/query/scores",
+        "semantic/vectors",
+        "semantic/embedpass",
+    ):
         tree = ast.parse((REPO / "korg_bridge" / "recall" / f"{name}.py").read_text(encoding="utf-8"))
         imported = {
             node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
@@ -231,7 +237,7 @@ def test_ranking_modules_never_import_the_search_dispatcher() -> None:
 
 _PROBE = (
     "import sys\n"
-    "from korg_bridge.recall import cli\n"
+    "from korg_bridge.recall.cli import app as cli\n"
     "code = cli.main(sys.argv[1:])\n"
     f"print('HEAVY', sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)\n"
     "raise SystemExit(code)\n"
@@ -276,7 +282,7 @@ def test_auto_below_full_coverage_searches_by_keyword_without_importing_the_mode
 def test_auto_checks_for_the_model_without_importing_it(monkeypatch: pytest.MonkeyPatch) -> None:
     code = (
         "import sys\n"
-        "from korg_bridge.recall import cli\n"
+        "from korg_bridge.recall.cli import app as cli\n"
         "print(cli.resolve_mode('auto'), sorted(m for m in sys.argv[1:] if m in sys.modules))\n"
     )
     done = subprocess.run(

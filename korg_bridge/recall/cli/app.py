@@ -87,11 +87,10 @@ def _walls() -> Any:
 
 
 def _open_index(walls: Any = None) -> Any:
-    from korg_bridge.recall.history.index import Index, default_index_path
+    from korg_bridge.recall.history.index import Index
+    from korg_bridge.recall.paths import index_path
 
-    env = _env()
-    path = Path(env["KORG_RECALL_INDEX"]).expanduser() if env.get("KORG_RECALL_INDEX") else None
-    return Index(path or default_index_path(env), walls)
+    return Index(index_path(_env()), walls)
 
 
 def _sources(args: Mapping[str, Any], walls: Any = None) -> tuple[list[Path], list[Path]]:

@@ -40,7 +40,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -55,7 +55,7 @@ from korg_bridge.recall.history.migrations import SchemaMismatch, migrate
 from korg_bridge.recall.history.ownership import inspect, move_aside
 from korg_bridge.recall.history.stats import index_stats, prune_gone
 
-__all__ = ["ENV_RECALL_INDEX", "Index", "RefreshReport", "default_index_path"]
+__all__ = ["Index", "RefreshReport"]
 
 logger = logging.getLogger(__name__)
 
@@ -97,24 +97,6 @@ _EVENT_COLUMNS = (
     'e.id, s.path, e."offset", e.seq, e.shape, e.session, e.agent, e.tool, e.args, e.result,'
     " e.success, e.timestamp, e.triggered_by, e.extra, e.text"
 )
-
-
-def _home(env: Mapping[str, str]) -> Path:
-    home = env.get("HOME")
-    return Path(home) if home else Path.home()
-
-
-def default_index_path(env: Mapping[str, str]) -> Path:
-    """Return ``$KORG_RECALL_INDEX``, else ``$XDG_CACHE_HOME/korg-recall/index.sqlite`` (``~/.cache``)."""
-    explicit = env.get(ENV_RECALL_INDEX, "").strip()
-    if explicit:
-        if explicit == "~" or explicit.startswith("~/"):
-            return _home(env) / explicit[2:]
-        return Path(os.path.abspath(explicit))
-    cache = env.get("XDG_CACHE_HOME", "").strip()
-    # The XDG spec says to ignore a relative value.
-    base = Path(cache) if cache and os.path.isabs(cache) else _home(env) / ".cache"
-    return base / "korg-recall" / "index.sqlite"
 
 
 class _Broken(Exception):

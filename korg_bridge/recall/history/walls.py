@@ -188,7 +188,7 @@ class TenantHistory:
         Raises:
             UsageError: it lies elsewhere (the same words whether it exists or not).
         """
-        from korg_bridge.recall.history.ingest.sources import expand_path
+        from korg_bridge.recall.paths import expand as expand_path
 
         text = raw.strip()
         real = os.path.realpath(expand_path(text, env)) if text and "\0" not in text else ""
@@ -242,7 +242,7 @@ def history_of(env: Mapping[str, str]) -> TenantHistory | None:
 
 def _load(path: str) -> list[Grant]:
     """Raises: ConfigError: see :func:`parse_grants` and :func:`korg_bridge.serving.auth.tokens.read_operator_file`."""
-    from korg_bridge.serving.auth.tokens import read_operator_file
+    from korg_bridge._fs.operator_file import read_operator_file
 
     text = read_operator_file(
         path,
@@ -263,11 +263,9 @@ def _korg_files(env: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...
     Raises:
         ConfigError: ``KORG_RECALL_STORE`` or ``KORG_RECALL_INDEX`` cannot be used.
     """
-    from korg_bridge.recall.history.index import default_index_path
-    from korg_bridge.recall.memory.mirror.files import MIRROR_NAME
-    from korg_bridge.recall.paths import OPLOG_NAME, TENANTS_DIR, default_store_path
+    from korg_bridge.recall.paths import MIRROR_NAME, OPLOG_NAME, TENANTS_DIR, default_store_path, index_path
 
     store = Path(os.path.realpath(default_store_path(env)))
     folder = store.parent
     never = tuple(str(folder / name) for name in (OPLOG_NAME, MIRROR_NAME, TENANTS_DIR))
-    return never, (str(store), os.path.realpath(default_index_path(env)))
+    return never, (str(store), os.path.realpath(index_path(env)))

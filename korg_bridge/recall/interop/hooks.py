@@ -69,7 +69,7 @@ class Target:
 
 
 def target_of(env: Mapping[str, str], agent: str, level: str, root: str) -> Target:
-    from korg_bridge.recall.interop.claude.paths import claude_home, codex_home
+    from korg_bridge.recall.paths import claude_home, codex_home
 
     if agent == "claude":
         path = (
@@ -186,10 +186,9 @@ def _kind(value: Any) -> str:
 
 def _data(env: Mapping[str, str]) -> Path:
     """korg-recall's data folder (``$XDG_DATA_HOME/korg-recall``), wherever the store is."""
-    from korg_bridge.config import ENV_RECALL_STORE
-    from korg_bridge.recall.paths import default_store_path
+    from korg_bridge.recall.paths import data_dir
 
-    return default_store_path({k: v for k, v in env.items() if k != ENV_RECALL_STORE}).parent
+    return data_dir(env)
 
 
 def _state(env: Mapping[str, str]) -> dict[str, Any]:

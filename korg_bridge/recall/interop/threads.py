@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LAST_PROMPT_SQL", "Thread", "index_path", "last_thread", "project_transcript_folders"]
+from korg_bridge.recall.paths import index_path
+
+__all__ = ["LAST_PROMPT_SQL", "Thread", "last_thread", "project_transcript_folders"]
 
 LAST_PROMPT_SQL = (
     "SELECT source_id, session, ts FROM events WHERE tool = 'user_prompt' AND project = ? "
@@ -121,26 +123,6 @@ def _read(conn: sqlite3.Connection, root: str) -> Thread | None:
             prompt = _said(row)
             break
     return Thread(session, prompt, reply)
-
-
-def index_path(env: Mapping[str, str]) -> Path:
-    """The recall index korg-recall uses: ``KORG_RECALL_INDEX``, else under ``$XDG_CACHE_HOME``.
-
-    The rule of :func:`korg_bridge.recall.history.index.default_index_path` (a test holds them equal),
-    restated here because importing that module brings the whole indexing machinery with it
-    (~30 ms of a brief's cold start) when nothing needs refreshing.
-    """
-    explicit = env.get("KORG_RECALL_INDEX", "").strip()
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    if explicit:
-        return (
-            home / explicit[2:]
-            if explicit == "~" or explicit.startswith("~/")
-            else Path(os.path.abspath(explicit))
-        )
-    cache = env.get("XDG_CACHE_HOME", "").strip()
-    base = Path(cache) if cache and os.path.isabs(cache) else home / ".cache"
-    return base / "korg-recall" / "index.sqlite"
 
 
 def last_thread(env: Mapping[str, str], root: str) -> tuple[Thread | None, str | None]:

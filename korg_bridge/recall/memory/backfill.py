@@ -66,16 +66,11 @@ def memory_lock_path(env: Mapping[str, str]) -> Path:
     """
     import hashlib
 
-    from korg_bridge.recall.history.index import default_index_path
-    from korg_bridge.recall.paths import store_location
+    from korg_bridge.recall.paths import index_path, store_location
     from korg_bridge.recall.tenancy import tenant_from
 
     where = store_location(env)
-    index = (
-        Path(env["KORG_RECALL_INDEX"]).expanduser()
-        if env.get("KORG_RECALL_INDEX")
-        else default_index_path(env)
-    )
+    index = index_path(env)
     tenant = (tenant_from(env) or "") if where.is_url else ""
     identity = f"{where.label}\0{tenant}"
     digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:16]

@@ -39,6 +39,7 @@ from korg_bridge.recall.memory.rows import head, lineage, update_head
 from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.search import FORGET_MAX, forget_matches
 from korg_bridge.recall.memory.writes import finish
+from korg_bridge.recall.paths import MIRROR_NAME
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Store, Tx
@@ -225,7 +226,7 @@ def _act(
     unchanged: list[str] = []
     edited: list[str] = []
     theirs: list[str] = []
-    root = store.folder / mirror.MIRROR_NAME if store.folder is not None else None
+    root = store.folder / MIRROR_NAME if store.folder is not None else None
     with store.write() as conn:
         for memory_id, expected in targets:
             current = head(conn, memory_id)

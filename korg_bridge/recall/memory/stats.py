@@ -19,7 +19,7 @@ from korg_bridge.recall.interop.claude.records import summary as claude_summary
 from korg_bridge.recall.memory.backend.factory import open_store, store_exists
 from korg_bridge.recall.memory.mirror import files as mirror
 from korg_bridge.recall.memory.write_policy import SCOPE_SOFT_CAP
-from korg_bridge.recall.paths import store_location
+from korg_bridge.recall.paths import MIRROR_NAME, store_location
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Tx
@@ -118,9 +118,7 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         own = store.describe()  # first: a SQLite store's integrity check before anything else
         with store.reading() as conn:
             figures = _figures(conn)
-            unparseable = (
-                _unparseable(conn, store.folder / mirror.MIRROR_NAME) if store.folder is not None else None
-            )
+            unparseable = _unparseable(conn, store.folder / MIRROR_NAME) if store.folder is not None else None
             # Claude Code's folders are read into one person's store only (see claude_scan).
             claude = claude_summary(conn) if store.kind == "sqlite" else None
         from korg_bridge.recall.memory.backfill import vector_stats
@@ -131,7 +129,7 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     result["soft_cap"] = {"per_scope": SCOPE_SOFT_CAP, "over": over}
     if store.folder is not None:
         result["mirror"] = {
-            "folder": str(store.folder / mirror.MIRROR_NAME),
+            "folder": str(store.folder / MIRROR_NAME),
             "unparseable": _first(unparseable or []),
         }
     if claude is not None:

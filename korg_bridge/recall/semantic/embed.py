@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from korg_bridge.config import ENV_RECALL_MODEL_DIR
 from korg_bridge.errors import DependencyMissing, NetworkError
+from korg_bridge.recall.paths import model_cache_dir
 from korg_bridge.recall.semantic.model import (
     BACKEND_MODULES,
     DEFAULT_MODEL,
@@ -48,7 +49,6 @@ from korg_bridge.recall.semantic.model import (
     _named_model,
     _pull_manifest,
     missing_extra,
-    model_cache_dir,
     positive_int,
     resolve_model,
 )

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from korg_bridge.config import ENV_RECALL_BACKGROUND
+from korg_bridge.config import ENV_RECALL_BACKGROUND, ENV_RECALL_INDEX
 from korg_bridge.errors import KorgError
 
 __all__ = [
@@ -200,7 +200,7 @@ def start(index_path: Path, env: Mapping[str, str]) -> str:
         __name__,
         [str(index_path)],
         log_path(index_path),
-        {**env, "KORG_RECALL_INDEX": str(index_path)},
+        {**env, ENV_RECALL_INDEX: str(index_path)},
         index_path,
     )
 

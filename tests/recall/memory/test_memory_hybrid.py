@@ -314,7 +314,7 @@ def test_a_hand_edit_is_found_through_its_lineage_s_vector_until_the_indexer_emb
 def test_listing_memories_and_the_session_brief_never_load_the_model(project: Path, with_model: None) -> None:
     probe = (
         "import sys\n"
-        "from korg_bridge.recall import cli\n"
+        "from korg_bridge.recall.cli import app as cli\n"
         "code = cli.main(sys.argv[1:])\n"
         "heavy = sorted(m for m in ('numpy', 'onnxruntime', 'tokenizers') if m in sys.modules)\n"
         "print('HEAVY', ','.join(heavy), file=sys.stderr)\n"

@@ -34,13 +34,13 @@ from typing import NamedTuple, Protocol
 
 from korg_bridge.config import ENV_RECALL_LEDGER
 from korg_bridge.errors import UsageError
+from korg_bridge.recall import paths
 
 __all__ = [
     "FileState",
     "Listing",
     "Walls",
     "default_sources",
-    "expand_path",
     "list_file_paths",
     "list_files",
     "missing_sources",
@@ -68,25 +68,11 @@ class Walls(Protocol):
 # --- which files -----------------------------------------------------------------------------------
 
 
-def _home(env: Mapping[str, str]) -> Path:
-    home = env.get("HOME")
-    return Path(home) if home else Path.home()
-
-
-def expand_path(raw: str, env: Mapping[str, str]) -> Path:
-    """Expand ``~`` against ``env["HOME"]`` (not the process's) and make the path absolute."""
-    # ``~user`` forms have no env equivalent: the process's own expansion handles them.
-    path = _home(env) / raw[2:] if raw == "~" or raw.startswith("~/") else Path(os.path.expanduser(raw))
-    return Path(os.path.abspath(path))
-
-
 def default_sources(env: Mapping[str, str]) -> list[Path]:
     """Return the default places where agents leave ledgers (they need not exist)."""
-    home = _home(env)
-    claude = env.get("CLAUDE_CONFIG_DIR")
-    claude_dir = expand_path(claude, env) if claude else home / ".claude"
-    codex = env.get("CODEX_HOME")
-    codex_dir = expand_path(codex, env) if codex else home / ".codex"
+    home = paths.home(env)
+    claude_dir = paths.claude_home(env)
+    codex_dir = paths.codex_home(env)
     found = [
         Path(os.path.abspath(home / ".korg" / "sessions")),
         Path(os.path.abspath(home / ".korg" / "claude-events.jsonl")),
@@ -124,8 +110,8 @@ def resolve_sources(ledgers: Sequence[str] | None, env: Mapping[str, str]) -> li
         raw = env[ENV_RECALL_LEDGER].split(os.pathsep)
     else:
         return default_sources(env)
-    paths = [expand_path(item.strip(), env) for item in raw if item.strip()]
-    return list(dict.fromkeys(paths))
+    found = [paths.expand(item.strip(), env) for item in raw if item.strip()]
+    return list(dict.fromkeys(found))
 
 
 @dataclass

@@ -34,14 +34,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from korg_bridge.config import ENV_RECALL_CLAUDE_MEMORY, switch
+from korg_bridge.recall.paths import claude_home, codex_home
 from korg_bridge.recall.project import project_root
 
 __all__ = [
     "INDEX_MAX_BYTES",
     "INDEX_MAX_LINES",
     "INDEX_NAME",
-    "claude_home",
-    "codex_home",
     "decode_on_disk",
     "folder_matches",
     "instruction_files",
@@ -70,30 +69,6 @@ DECODE_ENTRIES = 5000
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
 _CWD = re.compile(rb'"cwd"\s*:\s*"')
-
-
-def _home(env: Mapping[str, str]) -> Path:
-    home = env.get("HOME")
-    return Path(home) if home else Path.home()
-
-
-def _dir_from(env: Mapping[str, str], name: str, default: str) -> Path:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return _home(env) / default
-    if raw == "~" or raw.startswith("~/"):
-        return _home(env) / raw[2:]
-    return Path(os.path.abspath(os.path.expanduser(raw)))
-
-
-def claude_home(env: Mapping[str, str]) -> Path:
-    """``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
-    return _dir_from(env, "CLAUDE_CONFIG_DIR", ".claude")
-
-
-def codex_home(env: Mapping[str, str]) -> Path:
-    """``$CODEX_HOME``, else ``~/.codex``."""
-    return _dir_from(env, "CODEX_HOME", ".codex")
 
 
 def projects_dir(env: Mapping[str, str]) -> Path:

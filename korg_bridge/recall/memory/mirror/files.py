@@ -58,6 +58,7 @@ from korg_bridge.recall.memory.mirror.safe_io import (
 )
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.scopes import mirror_dir_of
+from korg_bridge.recall.paths import MIRROR_NAME
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Tx
@@ -82,7 +83,6 @@ __all__ = [
     "render",
 ]
 
-MIRROR_NAME = "memories"
 WRITE_BATCH = 64
 """Memories whose files one call writes or removes at most (a few ms each, fsync included)."""
 

@@ -43,6 +43,7 @@ from korg_bridge.recall.memory.mirror.files import Change
 from korg_bridge.recall.memory.records import MEMORY_TYPES, Version, check_id
 from korg_bridge.recall.memory.rows import head, mark_dirty, select_versions
 from korg_bridge.recall.memory.scopes import Context, mirror_dir_of
+from korg_bridge.recall.paths import MIRROR_NAME
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Store, Tx
@@ -80,7 +81,7 @@ def sync_mirror(store: Store, ctx: Context, scopes: Iterable[str]) -> list[str]:
 
 
 def _sync(store: SqliteStore, ctx: Context, scopes: Iterable[str]) -> list[str]:
-    root = store.folder / mirror.MIRROR_NAME
+    root = store.folder / MIRROR_NAME
     mirror.clean_tmp(root, ctx.now)
     candidates, problems = mirror.detect(store.conn, root, _unique(scopes))
     for problem in problems:

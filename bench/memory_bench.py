@@ -504,8 +504,8 @@ def measure_imports(
     rows = [measure_import(workdir, count) for count in sizes]
     if not team:
         return rows
-    sys.path.insert(0, str(common.REPO_ROOT / "tests"))
-    from _postgres import EmbeddedServer, Unavailable, create_database, create_roles
+    sys.path.insert(0, str(common.REPO_ROOT))  # the tests package: its embedded PostgreSQL
+    from tests.helpers.postgres import EmbeddedServer, Unavailable, create_database, create_roles
 
     try:
         server = EmbeddedServer.start(fsync=True, settings=("shared_buffers=256MB",))

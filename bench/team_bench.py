@@ -59,15 +59,14 @@ from typing import Any
 import _common as common
 import memory_bench
 
-sys.path.insert(0, str(common.REPO_ROOT / "tests"))
-from _postgres import APP, EmbeddedServer, Roles, create_database, create_roles
-
+sys.path.insert(0, str(common.REPO_ROOT))  # the tests package: its embedded PostgreSQL
 from korg_bridge.recall.memory.backend.pg.schema import HNSW_EF_CONSTRUCTION, HNSW_M
 from korg_bridge.recall.memory.backend.pg.store import PgStore
 from korg_bridge.recall.memory.backend.pg.vectors import EF_SEARCH, literal, nearest, nearest_sql
 from korg_bridge.recall.memory.normalize import content_hash, title_of
 from korg_bridge.recall.memory.records import iso, new_id
 from korg_bridge.recall.memory.search import Meaning, match_where, search_memories
+from tests.helpers.postgres import APP, EmbeddedServer, Roles, create_database, create_roles
 
 SECTION = "team"
 TENANTS = 100

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _sqlite import close_all
+
+from tests.helpers.sqlite import close_all
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_BINS = REPO / "fixture_bins"

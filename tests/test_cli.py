@@ -20,7 +20,12 @@ import anyio
 import anyio.abc
 import jsonschema
 import pytest
-from _bridge_client import (
+
+from korg_bridge import __version__
+from korg_bridge.bridge.contract import SIDE_EFFECTS
+from korg_bridge.cli import main
+from tests.conftest import python_env
+from tests.helpers.bridge_client import (
     BROKEN,
     INITIALIZE,
     REPO,
@@ -31,11 +36,6 @@ from _bridge_client import (
     wait_dead,
     wait_for_file,
 )
-from conftest import python_env
-
-from korg_bridge import __version__
-from korg_bridge.bridge.contract import SIDE_EFFECTS
-from korg_bridge.cli import main
 
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 ERROR_LINE = re.compile(r"^korg-bridge: error: [^\n]+\n$")

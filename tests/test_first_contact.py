@@ -14,7 +14,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from _bridge_client import THUMP, child_env, open_bridge
+
+from tests.helpers.bridge_client import THUMP, child_env, open_bridge
 
 REPO = Path(__file__).resolve().parents[1]
 KORG_RECALL = Path(sys.executable).parent / "korg-recall"

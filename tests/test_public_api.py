@@ -6,9 +6,8 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO, python_env
-
 import korg_bridge
+from tests.conftest import REPO, python_env
 
 EXPECTED = [
     "ArgumentError",

@@ -312,6 +312,25 @@ def convert_arguments(schema: Mapping[str, Any], raw: Mapping[str, Any]) -> tupl
     return args, problems
 
 
+_DASHES = "\0"
+"""Stands for an attached value ``--`` while argparse parses: Python 3.11's argparse drops a
+``--`` it is given as a value (``--query=--`` read as an empty list). A NUL can never be in
+argv, so it cannot be confused with anything a caller sent."""
+
+
+def _shield_dashes(word: str) -> str:
+    flag, eq, value = word.partition("=")
+    return f"{flag}={_DASHES}" if eq and value == "--" and flag.startswith("--") else word
+
+
+def _unshield(value: Any) -> Any:
+    if value == _DASHES:
+        return "--"
+    if isinstance(value, list):
+        return [_unshield(item) for item in value]
+    return value
+
+
 def unknown_words(words: Sequence[str], known: Collection[str]) -> list[str]:
     """One message per word argparse could not place: an unknown option (its value skipped) or a stray word."""
     problems: list[str] = []
@@ -493,7 +512,7 @@ class Toolkit:
         # Build only the subcommand argv names (a fresh process per tool call
         # should not pay for every other command's parser); anything else gets
         # the full tree, for its error message and help.
-        words = list(argv)
+        words = [_shield_dashes(word) for word in argv]
         chosen = [c for c in self.commands if words[: len(self._path(c))] == self._path(c)]
         chosen = [c for c in chosen if len(self._path(c)) == max(len(self._path(x)) for x in chosen)]
         namespace, extra = self.parser(chosen or None).parse_known_args(words)
@@ -504,7 +523,11 @@ class Toolkit:
             raise UsageError(f"missing command. See '{self.binary} --help'.")
         schema = command.cli_schema()
         props = schema.get("properties") or {}
-        raw = {name: getattr(namespace, name) for name in props if getattr(namespace, name, None) is not None}
+        raw = {
+            name: _unshield(getattr(namespace, name))
+            for name in props
+            if getattr(namespace, name, None) is not None
+        }
         bare: list[str] = getattr(namespace, "_positional", None) or []
         if command.positional is not None and bare:
             name = command.positional

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ._claude import ClaudeHome
+from tests.helpers.claude import ClaudeHome
 
 
 @pytest.fixture(autouse=True)

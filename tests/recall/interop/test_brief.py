@@ -8,11 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from _models import MODEL_DIR
 
 from korg_bridge.recall.interop.brief import tokens
-
-from ._claude import ClaudeHome, answer, call, git_repo, ok, rows, run, store_file, topic
+from tests.helpers.claude import ClaudeHome, answer, call, git_repo, ok, rows, run, store_file, topic
+from tests.helpers.models import MODEL_DIR
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.interop.guarded_write import Changed, replace, take
-
-from ._claude import ClaudeHome, answer, call, failed, git_repo, ok, run
+from tests.helpers.claude import ClaudeHome, answer, call, failed, git_repo, ok, run
 
 SETTINGS = """{
     "permissions": {

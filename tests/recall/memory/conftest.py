@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _postgres import DATABASE, EmbeddedServer, Roles, Unavailable, create_database, create_roles
 
-from ._memory import PgTarget, git_repo, store_file
+from tests.helpers.memory import PgTarget, git_repo, store_file
+from tests.helpers.postgres import DATABASE, EmbeddedServer, Roles, Unavailable, create_database, create_roles
 
 BACKENDS = ("sqlite", "postgres")
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _bridge_client import Bridge, open_bridge, text_of
-from _sqlite import connect
 
-from ._memory import PgTarget, dump, git_repo, holds, ok, rows, run, tree_bytes
+from tests.helpers.bridge_client import Bridge, open_bridge, text_of
+from tests.helpers.memory import PgTarget, dump, git_repo, holds, ok, rows, run, tree_bytes
+from tests.helpers.sqlite import connect
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends_by_module]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ._memory import answer, call
+from tests.helpers.memory import answer, call
 
 
 def _topic_file(config: Path, project: Path) -> None:

@@ -17,8 +17,7 @@ from korg_bridge.recall.memory.backend.factory import open_store
 from korg_bridge.recall.memory.normalize import differences
 from korg_bridge.recall.memory.operations import remember
 from korg_bridge.recall.memory.scopes import Context
-
-from ._memory import ok, run
+from tests.helpers.memory import ok, run
 
 CORPUS = json.loads(
     (Path(__file__).resolve().parents[2] / "data" / "contradictions.json").read_text(encoding="utf-8")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ._memory import failed, git_repo, ok, run
+from tests.helpers.memory import failed, git_repo, ok, run
 
 SQLITE_FILE = pytest.mark.sqlite_only(
     "about the SQLite file itself; the team store's failures have their own tests"

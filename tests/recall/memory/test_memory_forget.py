@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.memory import forget, search
-
-from ._memory import PgTarget, answer, call, holds, log_entries, rows, run
+from tests.helpers.memory import PgTarget, answer, call, holds, log_entries, rows, run
 
 
 def remember(capsys: pytest.CaptureFixture[str], text: str) -> str:

@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _models import MODEL_DIR, needs_model
 
 from korg_bridge.recall.memory.backend.sqlite.fulltext import idf, rescored
 from korg_bridge.recall.memory.records import iso
-
-from ._memory import PgTarget, answer, call, opened, rows
+from tests.helpers.memory import PgTarget, answer, call, opened, rows
+from tests.helpers.models import MODEL_DIR, needs_model
 
 SHIP = "when do we ship to prod?"
 DEPLOYS = "Deploys to production happen on Thursdays after the standup."
@@ -387,7 +386,7 @@ def test_a_tenants_recall_by_meaning_sees_its_own_memories_only(
 def test_the_ranking_suite_has_its_questions_and_a_split_by_memory_fixed_in_the_file() -> None:
     import hashlib
 
-    from conftest import REPO
+    from tests.conftest import REPO
 
     suite = json.loads((REPO / "bench" / "golden" / "memories.json").read_text(encoding="utf-8"))
     keys = {memory["key"]: memory["half"] for memory in suite["memories"]}

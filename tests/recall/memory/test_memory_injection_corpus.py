@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from korg_bridge.recall.memory.safety import injection_signs
-
-from ._memory import ok, rows, run
+from tests.helpers.memory import ok, rows, run
 
 CORPUS = json.loads(
     (Path(__file__).resolve().parents[2] / "data" / "injections.json").read_text(encoding="utf-8")

@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _sqlite import connect
 
-from ._memory import SUBPROCESS_BOUND, PgTarget, answer, korg_recall, log_entries, ok, rows, run
+from tests.helpers.memory import SUBPROCESS_BOUND, PgTarget, answer, korg_recall, log_entries, ok, rows, run
+from tests.helpers.sqlite import connect
 
 FILE_QUEUE = pytest.mark.sqlite_only("the queue between a SQLite transaction and the log file")
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.project import find_git_root, project_root
-
-from ._memory import git_repo
+from tests.helpers.memory import git_repo
 
 pytestmark = pytest.mark.no_store
 

@@ -13,8 +13,7 @@ import pytest
 
 from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.rows import insert_version
-
-from ._memory import PgTarget, answer, call, exists, failed, ok, opened, rows, run
+from tests.helpers.memory import PgTarget, answer, call, exists, failed, ok, opened, rows, run
 
 HISTORY_HIT = re.compile(
     r"^  · seq=-?\d+ score=\d\.\d\d agent=\S+ tool=\S+ ref=e\d+(?: \w+=(?:\"[^\"]*\"|\S+))* :: .*$"

@@ -10,8 +10,7 @@ import pytest
 
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.safety import escape_body, injection_signs, render_block
-
-from ._memory import answer, call, exists, failed, holds, log_entries, ok, rows, run, tree_bytes
+from tests.helpers.memory import answer, call, exists, failed, holds, log_entries, ok, rows, run, tree_bytes
 
 
 def remember(capsys: pytest.CaptureFixture[str], text: str, *flags: str) -> dict[str, object]:
@@ -284,7 +283,7 @@ def test_an_imported_memorys_tags_and_source_are_redacted_too(
 
 @pytest.mark.sqlite_only("the Markdown mirror is a SQLite store's")
 def test_tags_a_person_writes_into_a_mirror_file_go_through_the_redactor(project: Path, store: Path) -> None:
-    from .test_memory_mirror import file_of
+    from tests.recall.memory.mirror.test_memory_mirror import file_of
 
     made = ok(
         run(

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.project import project_root
-
-from ._memory import failed, git_repo, ok, run
+from tests.helpers.memory import failed, git_repo, ok, run
 
 
 def lines(cwd: Path, *flags: str) -> list[str]:

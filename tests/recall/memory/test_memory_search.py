@@ -15,8 +15,7 @@ from korg_bridge.recall.memory.backend.sqlite.fulltext import ranked_sql
 from korg_bridge.recall.memory.records import Version, iso, parse_iso
 from korg_bridge.recall.memory.rows import add_link, insert_version
 from korg_bridge.recall.memory.search import forget_matches, match_where, search_memories
-
-from ._memory import PgTarget, opened
+from tests.helpers.memory import PgTarget, opened
 
 NOW = parse_iso("2026-06-01T12:00:00Z")
 DAY = 86_400.0

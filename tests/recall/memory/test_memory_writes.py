@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.memory import operations
-
-from ._memory import answer, call, rows
+from tests.helpers.memory import answer, call, rows
 
 
 def remember(

@@ -26,9 +26,9 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import REPO, python_env
 
-from ._memory import run as korg_recall_cli
+from tests.conftest import REPO, python_env
+from tests.helpers.memory import run as korg_recall_cli
 
 pytestmark = [pytest.mark.backends_by_module, pytest.mark.anyio]
 

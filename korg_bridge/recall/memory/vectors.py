@@ -126,17 +126,20 @@ _UNEMBEDDED_HEADS = (
 )
 _SAME_TEXT = (
     "SELECT v.row FROM memory_vectors v JOIN memory m ON m.rowid = v.row "
-    "WHERE m.id = ? AND m.content_hash = ? AND v.model_id = ? AND v.dim = ? LIMIT 1"
+    "WHERE m.id = ? AND m.content_hash = ? AND m.title = ? AND v.model_id = ? AND v.dim = ? LIMIT 1"
 )
+"""A version of the lineage whose embedded text (:func:`embed_text`: title and body) is the same,
+with a vector of one model. The body alone is not enough: a revise that sets only the title keeps
+the body, and its version took the vector of the old title."""
 
 
 def embed_heads(store: Store, env: Mapping[str, str], ids: Sequence[str]) -> str | None:
     """Give the current versions of ``ids`` a vector, after the write that made them committed.
 
-    A version whose text its lineage held before (a restore) takes that version's vector;
-    the rest are embedded, when a model is present. Never raises: a model that cannot be
-    loaded, or a store that is busy, leaves the versions to the background indexer, and the
-    note returned says why (None when nothing was left undone).
+    A version whose text -- title and body -- its lineage held before (a restore) takes that
+    version's vector; the rest are embedded, when a model is present. Never raises: a model that
+    cannot be loaded, or a store that is busy, leaves the versions to the background indexer, and
+    the note returned says why (None when nothing was left undone).
     """
     from korg_bridge.recall.embed import model_available, resolve_model
 
@@ -150,8 +153,8 @@ def embed_heads(store: Store, env: Mapping[str, str], ids: Sequence[str]) -> str
                 _UNEMBEDDED_HEADS.format(marks=", ".join("?" * len(ids))), (*ids, model_id, dim)
             ).fetchall()
             copies = {
-                int(rowid): tx.execute(_SAME_TEXT, (memory_id, content_hash, model_id, dim)).fetchone()
-                for rowid, memory_id, content_hash, _title, _body in rows
+                int(rowid): tx.execute(_SAME_TEXT, (memory_id, content_hash, title, model_id, dim)).fetchone()
+                for rowid, memory_id, content_hash, title, _body in rows
             }
         if not rows:
             return None
@@ -363,6 +366,28 @@ class SqliteVectors:
             return {}
         sims = _matrix([blob for _, blob in rows], dim) @ np.asarray(vector, dtype=np.float32)
         return {rowid: float(sim) for (rowid, _), sim in zip(rows, sims.tolist(), strict=True)}
+
+    def alike(self, tx: Tx, rowids: Sequence[int], model_id: str, dim: int) -> dict[tuple[int, int], float]:
+        if len(rowids) < 2:
+            return {}
+        marks = ", ".join("?" * len(rowids))
+        rows = sorted(
+            (int(rowid), blob)
+            for rowid, blob in tx.execute(
+                f"SELECT row, vector FROM memory_vectors WHERE model_id = ? AND dim = ? AND row IN ({marks})",
+                (model_id, dim, *rowids),
+            )
+            if len(blob) == 4 * dim
+        )
+        if len(rows) < 2:
+            return {}
+        matrix = _matrix([blob for _, blob in rows], dim)
+        sims = (matrix @ matrix.T).tolist()
+        return {
+            (rows[i][0], rows[j][0]): float(sims[i][j])
+            for i in range(len(rows))
+            for j in range(i + 1, len(rows))
+        }
 
 
 SQLITE_VECTORS = SqliteVectors()

@@ -123,17 +123,20 @@ _UNEMBEDDED_HEADS = (
 )
 _SAME_TEXT = (
     "SELECT v.row FROM memory_vectors v JOIN memory m ON m.rowid = v.row "
-    "WHERE m.id = ? AND m.content_hash = ? AND v.model_id = ? AND v.dim = ? LIMIT 1"
+    "WHERE m.id = ? AND m.content_hash = ? AND m.title = ? AND v.model_id = ? AND v.dim = ? LIMIT 1"
 )
+"""A version of the lineage whose embedded text (:func:`embed_text`: title and body) is the same,
+with a vector of one model. The body alone is not enough: a revise that sets only the title keeps
+the body, and its version took the vector of the old title."""
 
 
 def embed_heads(store: Store, env: Mapping[str, str], ids: Sequence[str]) -> str | None:
     """Give the current versions of ``ids`` a vector, after the write that made them committed.
 
-    A version whose text its lineage held before (a restore) takes that version's vector;
-    the rest are embedded, when a model is present. Never raises: a model that cannot be
-    loaded, or a store that is busy, leaves the versions to the background indexer, and the
-    note returned says why (None when nothing was left undone).
+    A version whose text -- title and body -- its lineage held before (a restore) takes that
+    version's vector; the rest are embedded, when a model is present. Never raises: a model that
+    cannot be loaded, or a store that is busy, leaves the versions to the background indexer, and
+    the note returned says why (None when nothing was left undone).
     """
     from korg_bridge.recall.semantic.model import model_available, resolve_model
 
@@ -147,8 +150,8 @@ def embed_heads(store: Store, env: Mapping[str, str], ids: Sequence[str]) -> str
                 _UNEMBEDDED_HEADS.format(marks=", ".join("?" * len(ids))), (*ids, model_id, dim)
             ).fetchall()
             copies = {
-                int(rowid): tx.execute(_SAME_TEXT, (memory_id, content_hash, model_id, dim)).fetchone()
-                for rowid, memory_id, content_hash, _title, _body in rows
+                int(rowid): tx.execute(_SAME_TEXT, (memory_id, content_hash, title, model_id, dim)).fetchone()
+                for rowid, memory_id, content_hash, title, _body in rows
             }
         if not rows:
             return None

@@ -188,6 +188,7 @@ def _meaning(
             )
         return None, lacking
     from korg_bridge.errors import DependencyMissing
+    from korg_bridge.recall.memory.scoring import semantic_floor
     from korg_bridge.recall.memory.search import MEMORY_WEIGHTS, Meaning
     from korg_bridge.recall.semantic.modes import shared_embedder
 
@@ -208,7 +209,7 @@ def _meaning(
     meaning = Meaning(
         wanted, vector, embedder.model_id, embedder.dim, bm25=weights["bm25"], weight_vector=weights["vector"],
         weight_recency=weights["recency"], tau_days=weights["tau_days"],
-        min_score=float(args["min_score"]) if args.get("min_score") is not None else 0.0,
+        min_score=semantic_floor(None if args.get("min_score") is None else float(args["min_score"])),
     )  # fmt: skip
     return meaning, lacking
 

@@ -16,15 +16,25 @@
 * ``recency`` -- ``exp(-age_days / tau_days)`` of when the version was recorded;
 * ``pinned`` -- :data:`PINNED_BONUS` for a pinned memory, else 0;
 * ``decay`` -- ``1 - 0.2·(1 - exp(-age_days/180))`` (0.8 at the least; 1 for pinned memories
-  and types ``user``/``feedback``): old facts rank a little lower, never hidden.
+  and types ``user``/``feedback``): in keyword mode, old facts rank a little lower, never hidden.
 
-``keyword``: ``total = bm25 · decay``. ``hybrid``: ``total = (w_bm25·bm25 + w_vector·vector +
-w_recency·recency + pinned) · decay`` over the union of the best keyword and vector
-candidates (one that holds no query word needs a cosine of :data:`MEANING_ALONE_FLOOR`).
-``semantic``: ``total = (vector + pinned) · decay`` over embedded memories whose cosine
-reaches ``min_score``. Being returned never raises a score: the use count a recall keeps
-is bookkeeping, not evidence (it used to multiply the score, so a memory recalled often
+``keyword``: ``total = bm25 · decay``. ``hybrid``: ``total = w_bm25·bm25 + w_vector·vector +
+w_recency·recency + pinned`` over the union of the best keyword and vector candidates (one that
+holds no query word needs a cosine of :data:`MEANING_ALONE_FLOOR`). ``semantic``: ``total = vector
++ pinned`` over embedded memories whose cosine reaches ``min_score`` (:func:`semantic_floor`: the
+same noise floor unless a call sets its own). Being returned never raises a score: the use count a
+recall keeps is bookkeeping, not evidence (it used to multiply the score, so a memory recalled often
 outranked a better match).
+
+**No age decay by meaning.** In keyword mode two statements of one fact match the same words with
+nearly the same BM25, and decay orders them newest first. By meaning a score is how close a memory
+is to the question, and a discount of up to a fifth for age reorders memories whose cosines lie a
+few hundredths apart: on the tune half of the memory ranking suite it cost paraphrases (semantic
+hit@1 0.36 -> 0.32, hit@5 0.73 -> 0.71) and the newer statement of changed facts its first place
+(hit@1 0.46 -> 0.43), while the generated knowledge-update suite hardly moved (newest first 197
+of 202 with it, 195 without; its top hit 179 either way). Which of two statements is current is :mod:`.search`'s tie and link
+rules' to say: they compare the two, where decay discounted every old memory alike. ``decay`` is
+None in these modes' breakdowns.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ __all__ = [
     "MemoryHit",
     "decay_of",
     "score",
+    "semantic_floor",
 ]
 
 DECAY_WEIGHT = 0.2
@@ -64,18 +75,25 @@ several rare matching words to count for much, so a word a paraphrase shares by 
 outweigh its meaning. Chosen on the tune half of the memory ranking suite (``bench/memory_bench.py
 --ranking``): 20 and 60 within a question of each other, 5 lost up to a third of the paraphrases."""
 MEANING_ALONE_FLOOR = 0.15
-"""The cosine a hybrid hit needs when it holds no word of the query: below it a likeness is noise
-(unrelated short texts lie around 0.0-0.2 with the packaged MiniLM), and every recall would show
-memories. On the tune half it cost one paraphrase in 154 against no floor; 0.2 cost three."""
+"""The cosine a hybrid hit needs when it holds no word of the query, and a semantic hit unless the
+call sets its own floor: below it a likeness is noise (unrelated short texts lie around 0.0-0.2
+with the packaged MiniLM), and every recall would show memories. On the tune half it cost one
+paraphrase in 154 against no floor; 0.2 cost three."""
+HISTORY_MIN_SCORE = 0.30
+"""The recall call's default ``min_score`` (history's semantic floor,
+:data:`korg_bridge.recall.semantic.DEFAULT_MIN_SCORE`; repeated so that scoring memories never
+imports the history ranking)."""
 PINNED_BONUS = 0.05
 """Added to a pinned memory's hybrid or semantic total: a tie-breaker, not a trump."""
-MEMORY_WEIGHTS: dict[str, float] = {"bm25": 0.15, "vector": 0.85, "recency": 0.0, "tau_days": 90.0}
+MEMORY_WEIGHTS: dict[str, float] = {"bm25": 0.1, "vector": 0.9, "recency": 0.0, "tau_days": 90.0}
 """The hybrid weights of memories, unless a call passes its own (``weights``). Chosen on the tune
 half of the memory ranking suite: memories are short statements of one fact each, so a cosine says
-more of them than of a long history event, and BM25 above 0.2 of the total cost paraphrases without
-a keyword-style question gained (all at 1.00). Recency cost them too (0.1 with a 90-day time
-constant: paraphrase hit@5 0.70 -> 0.60; knowledge updates did not gain): which of two versions is
-newer is the tie and link rules' to say, and age already lowers a score through ``decay``."""
+more of them than of a long history event, and a paraphrase's keyword matches are words it shares
+by chance: with the floor, decay, tie and link fixes, ``bm25`` 0.15 and 0.2 each lost two tune
+paraphrases against 0.1 (hit@5 0.71 against 0.73, semantic's own) and 0.05 gained none, while every
+keyword-style question stayed at keyword mode's figures (hit@1 0.99, hit@5 1.00). Recency cost
+paraphrases too (0.1 with a 90-day time constant: hit@5 0.70 -> 0.60; knowledge updates did not
+gain): which of two versions is newer is the tie and link rules' to say."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +109,8 @@ class Meaning:
     weight_vector: float = MEMORY_WEIGHTS["vector"]
     weight_recency: float = MEMORY_WEIGHTS["recency"]
     tau_days: float = MEMORY_WEIGHTS["tau_days"]
-    min_score: float = 0.0
-    """The cosine a memory needs in ``semantic`` mode."""
+    min_score: float = MEANING_ALONE_FLOOR
+    """The cosine a memory needs in ``semantic`` mode (:func:`semantic_floor`)."""
 
 
 @dataclass(slots=True)
@@ -142,6 +160,22 @@ class MemoryHit:
         if self.older_than:
             extra["older_than"] = self.older_than
         return render_block(self.version, now, extra)
+
+
+def semantic_floor(min_score: float | None) -> float:
+    """The cosine a memory needs in ``semantic`` mode, for a recall call's ``min_score``.
+
+    The call's default (:data:`HISTORY_MIN_SCORE`, 0.30) is history's floor, and a memory is one
+    short statement: with the packaged MiniLM a question asking for it in other words often lies
+    0.15-0.30 from it. On the tune half of the memory ranking suite that floor held semantic mode's
+    paraphrase hit@5 at 0.62 where the bare cosine of every memory reaches 0.73 (0.15: 0.70, and
+    0.73 with the tie, link and decay fixes). So memories take :data:`MEANING_ALONE_FLOOR`,
+    hybrid's noise floor, unless the call asks for another floor than the default; a call asking
+    for 0.30 itself is read as the default (the schema fills the default in before the call is seen).
+    """
+    if min_score is None or min_score == HISTORY_MIN_SCORE:
+        return MEANING_ALONE_FLOOR
+    return min_score
 
 
 def decay_of(version: Version, now: float) -> float:
@@ -199,18 +233,17 @@ def score(candidates: Sequence[Candidate], meaning: Meaning | None, now: float) 
         return ranked_cosines[rank] if rank is not None and rank < len(ranked_cosines) else 0.0
 
     for c in candidates:
-        decay = decay_of(c.version, now)
         pinned = PINNED_BONUS if c.version.pinned else 0.0
         if meaning.mode == "semantic":
             if c.cosine is None or c.cosine < meaning.min_score:
                 continue
             vector = max(0.0, c.cosine)
-            total = (vector + pinned) * decay
+            total = vector + pinned
             breakdown = {
                 "bm25": None, "vector": round(vector, 4), "recency": None, "pinned": round(pinned, 4),
-                "decay": round(decay, 4), "total": round(total, 4),
+                "decay": None, "total": round(total, 4),
             }  # fmt: skip
-            how = f"meaning (cosine) {vector:.2f}{_pinned(pinned)} * age decay {decay:.2f} = {total:.2f}"
+            how = f"meaning (cosine) {vector:.2f}{_pinned(pinned)} = {total:.2f}"
             hits.append(MemoryHit(c.version, total, breakdown, c.current, how=how))
             continue
         bm25 = keyword_score(-c.raw, HYBRID_HALF_SCORE)
@@ -224,13 +257,13 @@ def score(candidates: Sequence[Candidate], meaning: Meaning | None, now: float) 
             continue  # recency alone never makes a hit, nor a faint likeness alone
         fresh = recency(_recorded(c.version), now, meaning.tau_days)
         weighted = meaning.bm25 * bm25 + meaning.weight_vector * vector + meaning.weight_recency * fresh
-        total = (weighted + pinned) * decay
+        total = weighted + pinned
         breakdown = {
             "bm25": round(bm25, 4),
             "vector": None if c.cosine is None else round(vector, 4),
             "recency": round(fresh, 4),
             "pinned": round(pinned, 4),
-            "decay": round(decay, 4),
+            "decay": None,
             "total": round(total, 4),
         }
         imputed = ""
@@ -240,7 +273,7 @@ def score(candidates: Sequence[Candidate], meaning: Meaning | None, now: float) 
         how = (
             f"{meaning.bm25:g} * keyword match (bm25) {bm25:.2f} + {meaning.weight_vector:g} * meaning "
             f"(cosine) {vector:.2f}{imputed} + {meaning.weight_recency:g} * recency {fresh:.2f}{_pinned(pinned)} "
-            f"= {weighted + pinned:.2f}, * age decay {decay:.2f} = {total:.2f}"
+            f"= {total:.2f}"
         )
         hits.append(MemoryHit(c.version, total, breakdown, c.current, how=how))
     return hits

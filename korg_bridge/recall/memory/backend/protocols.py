@@ -102,6 +102,11 @@ class VectorStore(Protocol):
         """The cosine of ``vector`` with each of ``rowids`` that has a vector."""
         ...
 
+    def alike(self, tx: Tx, rowids: Sequence[int], model_id: str, dim: int) -> dict[tuple[int, int], float]:
+        """The cosine of each two of ``rowids`` that both have a vector, keyed ``(lower, higher)``
+        rowid: whether two hits state one fact (:mod:`.search`'s ties by meaning)."""
+        ...
+
     def put(self, tx: Tx, rowid: int, model_id: str, dim: int, vector: Any) -> None:
         """Keep ``vector`` for version row ``rowid`` (replacing one it had)."""
         ...

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Tx
 
 __all__ = [
+    "ALIKE_SQL",
     "EF_SEARCH",
     "MAX_SCAN_TUPLES",
     "PG_VECTORS",
@@ -40,6 +41,13 @@ MAX_SCAN_TUPLES = 20_000
 """The most index entries one iterative scan visits (pgvector's default): a bound, not a target."""
 
 _CURRENT = "m.superseded_by IS NULL AND m.state IN ('live', 'pending')"
+ALIKE_SQL = (
+    "SELECT a.row, b.row, 1 - (a.vector <=> b.vector) FROM memory_vectors a JOIN memory_vectors b "
+    "ON b.tenant_id = a.tenant_id AND b.row > a.row AND b.model_id = a.model_id AND b.dim = a.dim "
+    "WHERE a.model_id = ? AND a.dim = ? AND a.row = ANY(?) AND b.row = ANY(?)"
+)
+"""The cosine of each two of the given rows with a vector of one model (``(lower, higher, cosine)``).
+Params: the model id, the dimension, the rows (twice)."""
 
 
 def literal(vector: Any) -> str:
@@ -172,6 +180,12 @@ class PgVectors:
             (literal(vector), model_id, dim, list(rowids)),
         ).fetchall()
         return {int(rowid): float(cosine) for rowid, cosine in rows}
+
+    def alike(self, tx: Tx, rowids: Sequence[int], model_id: str, dim: int) -> dict[tuple[int, int], float]:
+        if len(rowids) < 2:
+            return {}
+        rows = tx.execute(ALIKE_SQL, (model_id, dim, list(rowids), list(rowids))).fetchall()
+        return {(int(low), int(high)): float(cosine) for low, high, cosine in rows}
 
 
 PG_VECTORS = PgVectors()

@@ -138,5 +138,27 @@ class SqliteVectors:
         sims = _matrix([blob for _, blob in rows], dim) @ np.asarray(vector, dtype=np.float32)
         return {rowid: float(sim) for (rowid, _), sim in zip(rows, sims.tolist(), strict=True)}
 
+    def alike(self, tx: Tx, rowids: Sequence[int], model_id: str, dim: int) -> dict[tuple[int, int], float]:
+        if len(rowids) < 2:
+            return {}
+        marks = ", ".join("?" * len(rowids))
+        rows = sorted(
+            (int(rowid), blob)
+            for rowid, blob in tx.execute(
+                f"SELECT row, vector FROM memory_vectors WHERE model_id = ? AND dim = ? AND row IN ({marks})",
+                (model_id, dim, *rowids),
+            )
+            if len(blob) == 4 * dim
+        )
+        if len(rows) < 2:
+            return {}
+        matrix = _matrix([blob for _, blob in rows], dim)
+        sims = (matrix @ matrix.T).tolist()
+        return {
+            (rows[i][0], rows[j][0]): float(sims[i][j])
+            for i in range(len(rows))
+            for j in range(i + 1, len(rows))
+        }
+
 
 SQLITE_VECTORS = SqliteVectors()

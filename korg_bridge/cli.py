@@ -31,9 +31,9 @@ from korg_bridge.errors import UsageError
 from korg_bridge.toolkit import USER_INTERRUPT, run_guarded, unknown_words, usage_error
 
 if TYPE_CHECKING:
+    from korg_bridge.auth.ratelimit import Rate
+    from korg_bridge.auth.tokens import TokenSet
     from korg_bridge.bridge.contract import Document
-    from korg_bridge.serving.auth.ratelimit import Rate
-    from korg_bridge.serving.auth.tokens import TokenSet
     from korg_bridge.serving.server import Bridge
 
 log = logging.getLogger("korg_bridge")
@@ -66,7 +66,7 @@ def _positive_int(text: str) -> int:
 
 
 def _rate(text: str) -> Rate:
-    from korg_bridge.serving.auth.ratelimit import RATE_FORM, Rate
+    from korg_bridge.auth.ratelimit import RATE_FORM, Rate
 
     try:
         return Rate.parse(text)
@@ -332,10 +332,10 @@ def _check_http(args: argparse.Namespace) -> tuple[str, int, TokenSet | None]:
         ConfigError: no usable token, or none while listening off loopback;
             a malformed token file.
     """
+    from korg_bridge.auth.binding import is_loopback, parse_listen
+    from korg_bridge.auth.tokens import load_tokens
     from korg_bridge.config import ENV_BRIDGE_TOKEN
     from korg_bridge.errors import ConfigError
-    from korg_bridge.serving.auth.binding import is_loopback, parse_listen
-    from korg_bridge.serving.auth.tokens import load_tokens
 
     host, port = parse_listen(args.http)
     tokens = load_tokens(os.environ, args.token_file)
@@ -353,7 +353,7 @@ async def _serve_http(
     tool_count: int,
     args: argparse.Namespace,
 ) -> int:
-    from korg_bridge.serving.auth.tokens import Keyring
+    from korg_bridge.auth.tokens import Keyring
     from korg_bridge.serving.http import serve_http
 
     host, port, tokens = listen

@@ -18,7 +18,7 @@ An entry is the flat journal shape of the conformance vectors::
     binary         the bridged binary (extra field; omitted when unknown)
     mcp_tool       the MCP tool name the client called (extra field)
     tenant, actor  whom the caller's bearer token stands for (extra fields; present
-                   only for HTTP calls whose token names them: see korg_bridge.serving.auth.identity)
+                   only for HTTP calls whose token names them: see korg_bridge.auth.identity)
     prev_hash, entry_hash                    (the writer's)
 
 ``result.output`` is the first :data:`OUTPUT_PREVIEW_BYTES` of the text the

@@ -5,10 +5,10 @@ whoever can reach the port, so gates stand in front of the SDK's app:
 
 - **Bearer tokens** (``Authorization: Bearer TOKEN``), required whenever the
   address is not loopback, each standing for a tenant and an actor
-  (:mod:`korg_bridge.serving.auth.tokens`), with a per-token rate limit
-  (:mod:`korg_bridge.serving.auth.ratelimit`): all checked by
-  :class:`~korg_bridge.serving.auth.gate.Gate`, which also hands each request's identity
-  to the tool call (:mod:`korg_bridge.serving.auth.identity`). Tokens come from
+  (:mod:`korg_bridge.auth.tokens`), with a per-token rate limit
+  (:mod:`korg_bridge.auth.ratelimit`): all checked by
+  :class:`~korg_bridge.auth.gate.Gate`, which also hands each request's identity
+  to the tool call (:mod:`korg_bridge.auth.identity`). Tokens come from
   ``KORG_BRIDGE_TOKEN`` or a file, never from argv (``ps`` shows argv to every
   local user), and never reach a log. SIGHUP reloads the token file. The
   SDK's own auth (``TokenVerifier``) is built for OAuth: it advertises an
@@ -20,7 +20,7 @@ whoever can reach the port, so gates stand in front of the SDK's app:
 
 Below the app, each connection has a header timeout, a body idle timeout and
 counts against a cap on connections not yet authorised, oldest closed first
-(:mod:`korg_bridge.serving.auth.admission`), so a flood of half-open connections cannot
+(:mod:`korg_bridge.auth.admission`), so a flood of half-open connections cannot
 lock out the token holder.
 
 A body that is not a valid JSON-RPC message is answered 400 with a JSON-RPC
@@ -63,19 +63,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from korg_bridge.config import ENV_BRIDGE_TOKEN
-from korg_bridge.errors import ConfigError, KorgError
-from korg_bridge.serving.auth.admission import (
+from korg_bridge.auth.admission import (
     AcceptErrors,
     Admission,
     ConnectionLimits,
     protocol_class,
     raise_file_limit,
 )
-from korg_bridge.serving.auth.binding import bracketed, is_loopback, parse_listen, security_settings
-from korg_bridge.serving.auth.gate import HEALTH_PATH, Gate, Traffic
-from korg_bridge.serving.auth.ratelimit import Limiter, Rate
-from korg_bridge.serving.auth.tokens import Keyring, TokenSet, load_token
+from korg_bridge.auth.binding import bracketed, is_loopback, parse_listen, security_settings
+from korg_bridge.auth.gate import HEALTH_PATH, Gate, Traffic
+from korg_bridge.auth.ratelimit import Limiter, Rate
+from korg_bridge.auth.tokens import Keyring, TokenSet, load_token
+from korg_bridge.config import ENV_BRIDGE_TOKEN
+from korg_bridge.errors import ConfigError, KorgError
 from korg_bridge.serving.jsonrpc import BodyCheck
 
 __all__ = [
@@ -138,8 +138,8 @@ def build_http_app(
 
     ``host`` is the address it will be bound to: it decides whether a token is
     required and joins the allowed Host names. The accepted tokens are one
-    ``token`` (no tenant) or ``tokens`` (:func:`korg_bridge.serving.auth.tokens.load_tokens`;
-    a :class:`~korg_bridge.serving.auth.tokens.Keyring` can be reloaded); neither means an
+    ``token`` (no tenant) or ``tokens`` (:func:`korg_bridge.auth.tokens.load_tokens`;
+    a :class:`~korg_bridge.auth.tokens.Keyring` can be reloaded); neither means an
     open server, loopback only. ``rate_limit`` applies per token. The app can
     be served once (the SDK's session manager runs once).
 
@@ -294,7 +294,7 @@ async def serve_http(
     (:func:`reload_tokens`). ``ready`` is set once the port accepts
     connections; the URL is logged at INFO. ``limits`` are the connection
     timeouts and the cap on unauthorised connections
-    (:mod:`korg_bridge.serving.auth.admission`); the soft open-file limit of this process
+    (:mod:`korg_bridge.auth.admission`); the soft open-file limit of this process
     is raised first.
 
     Raises:

@@ -37,6 +37,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from korg_bridge._version import __version__
+from korg_bridge.auth.identity import Identity, child_environment, request_identity
+from korg_bridge.auth.ratelimit import CallCap
 from korg_bridge.bridge.catalogue import Catalogue, Entry, ToolFilter
 from korg_bridge.bridge.coercion import coerce_arguments
 from korg_bridge.bridge.contract import Document
@@ -50,8 +52,6 @@ from korg_bridge.bridge.progress import MAX_RATE, LineProgress
 from korg_bridge.bridge.results import error_result, finish, start_failure
 from korg_bridge.bridge.validation import VALIDATION_TIME_LIMIT
 from korg_bridge.errors import KorgError, ToolCallError
-from korg_bridge.serving.auth.identity import Identity, child_environment, request_identity
-from korg_bridge.serving.auth.ratelimit import CallCap
 
 if TYPE_CHECKING:
     from korg_bridge.serving.audit import AuditLog
@@ -83,7 +83,7 @@ class BridgeOptions:
     progress_rate: float = MAX_RATE
     max_calls_per_caller: int | None = None
     """Tool calls one HTTP caller (one bearer token) may have running at once; beyond it
-    a call is refused as an ``isError`` result (:class:`~korg_bridge.serving.auth.ratelimit.CallCap`).
+    a call is refused as an ``isError`` result (:class:`~korg_bridge.auth.ratelimit.CallCap`).
     Over stdio there is one caller, and only ``max_concurrency`` applies."""
 
 
@@ -99,7 +99,7 @@ class _CallRecord:
     output: str = ""
     audited: bool = False
     identity: Identity | None = None
-    """Who called over HTTP (:mod:`korg_bridge.serving.auth.identity`); None over stdio and in process."""
+    """Who called over HTTP (:mod:`korg_bridge.auth.identity`); None over stdio and in process."""
 
 
 def _leaf(exc: BaseException) -> BaseException:

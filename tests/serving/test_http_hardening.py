@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from korg_bridge.serving.auth.admission import ConnectionLimits
+from korg_bridge.auth.admission import ConnectionLimits
 from tests.helpers.bridge_client import INITIALIZE
 from tests.serving.test_http import JSON_HEADERS, bearer, serving
 
@@ -305,7 +305,7 @@ async def test_a_call_that_outlasts_every_timeout_is_not_cut() -> None:
 
 
 def test_the_server_raises_its_soft_file_limit_to_the_hard_one_with_a_ceiling() -> None:
-    from korg_bridge.serving.auth.admission import FILE_LIMIT_CEILING, raise_file_limit
+    from korg_bridge.auth.admission import FILE_LIMIT_CEILING, raise_file_limit
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
@@ -331,7 +331,7 @@ def test_a_refused_accept_is_one_warning_per_flood(caplog: pytest.LogCaptureFixt
     import errno
     import logging
 
-    from korg_bridge.serving.auth.admission import FLOOD_QUIET, AcceptErrors
+    from korg_bridge.auth.admission import FLOOD_QUIET, AcceptErrors
 
     now = [0.0]
     handler = AcceptErrors(96, clock=lambda: now[0])
@@ -341,7 +341,7 @@ def test_a_refused_accept_is_one_warning_per_flood(caplog: pytest.LogCaptureFixt
         "exception": OSError(errno.EMFILE, "Too many open files"),
     }
     try:
-        with caplog.at_level(logging.DEBUG, logger="korg_bridge.serving.auth.admission"):
+        with caplog.at_level(logging.DEBUG, logger="korg_bridge.auth.admission"):
             for _ in range(2048):  # one readiness of the accept loop, under CPython 3.11
                 handler(loop, refused)
             now[0] += FLOOD_QUIET / 2

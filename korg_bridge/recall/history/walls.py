@@ -241,7 +241,7 @@ def history_of(env: Mapping[str, str]) -> TenantHistory | None:
 
 
 def _load(path: str) -> list[Grant]:
-    """Raises: ConfigError: see :func:`parse_grants` and :func:`korg_bridge.serving.auth.tokens.read_operator_file`."""
+    """Raises: ConfigError: see :func:`parse_grants` and :func:`korg_bridge.auth.tokens.read_operator_file`."""
     from korg_bridge._fs.operator_file import read_operator_file
 
     text = read_operator_file(

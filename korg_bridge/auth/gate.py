@@ -3,16 +3,16 @@ what a graceful stop must wait for.
 
 For every request but ``GET /healthz``, in this order:
 
-1. **The bearer token** (:class:`~korg_bridge.serving.auth.tokens.Keyring`): missing or
+1. **The bearer token** (:class:`~korg_bridge.auth.tokens.Keyring`): missing or
    wrong is 401 with ``WWW-Authenticate: Bearer``. Without a keyring (an open
-   loopback server) everyone passes as :data:`~korg_bridge.serving.auth.identity.ANONYMOUS`.
+   loopback server) everyone passes as :data:`~korg_bridge.auth.identity.ANONYMOUS`.
 2. **Shutting down**: 503.
-3. **The token's rate limit** (:class:`~korg_bridge.serving.auth.ratelimit.Limiter`): 429
+3. **The token's rate limit** (:class:`~korg_bridge.auth.ratelimit.Limiter`): 429
    with ``Retry-After`` and a JSON-RPC error body, which the SDK's client
    hands to the waiting call as that request's error, leaving the session
    usable. ``DELETE`` (ending a session) is never refused for it.
-4. **The identity is attached**: under :data:`~korg_bridge.serving.auth.identity.SCOPE_KEY`
-   for the tool call (see :mod:`korg_bridge.serving.auth.identity`), and as the ASGI
+4. **The identity is attached**: under :data:`~korg_bridge.auth.identity.SCOPE_KEY`
+   for the tool call (see :mod:`korg_bridge.auth.identity`), and as the ASGI
    ``user`` the SDK's session manager binds a session to: a session opened
    with one token answers 404 to requests bearing another, as if it did not
    exist, so one tenant cannot use (or close) another's session.
@@ -33,10 +33,10 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from korg_bridge.serving.auth.admission import trust_connection
-from korg_bridge.serving.auth.identity import ANONYMOUS, SCOPE_KEY, Identity
-from korg_bridge.serving.auth.ratelimit import Limiter, Refusal
-from korg_bridge.serving.auth.tokens import Keyring
+from korg_bridge.auth.admission import trust_connection
+from korg_bridge.auth.identity import ANONYMOUS, SCOPE_KEY, Identity
+from korg_bridge.auth.ratelimit import Limiter, Refusal
+from korg_bridge.auth.tokens import Keyring
 
 log = logging.getLogger("korg_bridge.serving.http")
 

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from korg_bridge.config import ENV_BRIDGE_ACTOR, ENV_BRIDGE_AUDIT, ENV_BRIDGE_TENANT, ENV_BRIDGE_TRANSPORT
-from korg_bridge.errors import ConfigError
-from korg_bridge.serving.auth.identity import Identity, child_environment, request_identity
-from korg_bridge.serving.auth.tokens import (
+from korg_bridge.auth.identity import Identity, child_environment, request_identity
+from korg_bridge.auth.tokens import (
     MAX_FILE_BYTES,
     Keyring,
     TokenSet,
@@ -21,6 +19,8 @@ from korg_bridge.serving.auth.tokens import (
     parse_tokens,
     read_token_file,
 )
+from korg_bridge.config import ENV_BRIDGE_ACTOR, ENV_BRIDGE_AUDIT, ENV_BRIDGE_TENANT, ENV_BRIDGE_TRANSPORT
+from korg_bridge.errors import ConfigError
 
 ANA = "tok-ana-7Hq2vX9pLm3Rk8Wz"
 CI = "tok-ci-0aB1cD2eF3gH4iJ5"

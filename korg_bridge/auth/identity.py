@@ -1,7 +1,7 @@
 """Who is calling through the HTTP bridge, and what a tool's process learns of it.
 
 A bearer token of the token file stands for a tenant and an actor
-(:mod:`korg_bridge.serving.auth.tokens`). The HTTP gate puts the :class:`Identity` of the
+(:mod:`korg_bridge.auth.tokens`). The HTTP gate puts the :class:`Identity` of the
 token a request carried into that request's ASGI scope
 (:data:`SCOPE_KEY`); the SDK hands every message's Starlette ``Request`` to
 the handler as ``ctx.request``, for 2025 sessions and 2026 single requests

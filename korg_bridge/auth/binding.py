@@ -1,5 +1,5 @@
 """Where the HTTP bridge listens and whom it lets in: ``[HOST:]PORT``, loopback,
-and the Host/Origin allow-lists (the bearer tokens are :mod:`korg_bridge.serving.auth.tokens`).
+and the Host/Origin allow-lists (the bearer tokens are :mod:`korg_bridge.auth.tokens`).
 
 Kept apart from serving (:mod:`korg_bridge.serving.http`) because the CLI checks all
 of it before it runs any binary: a missing token off loopback must fail in a

@@ -10,8 +10,8 @@
 Fields are separated by spaces or tabs; a field starting with ``#`` begins a
 comment. A token is printable ASCII without spaces (what survives an
 ``Authorization`` header), not starting with ``#``;
-tenant and actor names follow :data:`~korg_bridge.serving.auth.identity.TENANT_NAME` and
-:data:`~korg_bridge.serving.auth.identity.ACTOR_NAME`. ``KORG_BRIDGE_TOKEN`` is the
+tenant and actor names follow :data:`~korg_bridge.auth.identity.TENANT_NAME` and
+:data:`~korg_bridge.auth.identity.ACTOR_NAME`. ``KORG_BRIDGE_TOKEN`` is the
 one-token form, without a tenant.
 
 Only SHA-256 digests are kept; the text is dropped once read. A presented
@@ -41,9 +41,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from korg_bridge._fs.operator_file import read_operator_file
+from korg_bridge.auth.identity import ACTOR_NAME, RESERVED_ACTORS, TENANT_NAME, Identity
 from korg_bridge.config import ENV_BRIDGE_TOKEN
 from korg_bridge.errors import ConfigError
-from korg_bridge.serving.auth.identity import ACTOR_NAME, RESERVED_ACTORS, TENANT_NAME, Identity
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -278,12 +278,12 @@ def load_token(env: Mapping[str, str], token_file: str | None) -> str | None:
     the variable may be inherited from anywhere. Surrounding whitespace (the
     trailing newline of ``echo secret > file``) is stripped.
 
-    This is the one-token form; :func:`korg_bridge.serving.auth.tokens.load_tokens` reads
+    This is the one-token form; :func:`korg_bridge.auth.tokens.load_tokens` reads
     a token file of several tokens with their tenants.
 
     Raises:
         ConfigError: the file cannot be read (see
-            :func:`korg_bridge.serving.auth.tokens.read_token_file`), or the token is empty
+            :func:`korg_bridge.auth.tokens.read_token_file`), or the token is empty
             or not one run of printable ASCII. Messages never contain the token.
     """
     if token_file is not None:

@@ -22,10 +22,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from korg_bridge import BridgeOptions, Policy, build_server, discover
+from korg_bridge.auth.tokens import Keyring, parse_tokens
 from korg_bridge.config import ENV_BRIDGE_ACTOR, ENV_BRIDGE_TENANT
 from korg_bridge.ledger.chain import verify_file
 from korg_bridge.serving.audit import AuditLog
-from korg_bridge.serving.auth.tokens import Keyring, parse_tokens
 from korg_bridge.serving.http import reload_tokens, serve_http
 from tests.conftest import FIXTURE_BINS
 from tests.helpers.bridge_client import INITIALIZE, read_pid, wait_for_file

@@ -16,10 +16,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from korg_bridge.auth.gate import RATE_LIMITED
+from korg_bridge.auth.ratelimit import SESSION_START, CallCap, Limiter, Rate
+from korg_bridge.auth.tokens import parse_tokens
 from korg_bridge.errors import UsageError
-from korg_bridge.serving.auth.gate import RATE_LIMITED
-from korg_bridge.serving.auth.ratelimit import SESSION_START, CallCap, Limiter, Rate
-from korg_bridge.serving.auth.tokens import parse_tokens
 from tests.helpers.bridge_client import INITIALIZE
 from tests.serving.test_http import JSON_HEADERS, serving
 

@@ -104,7 +104,9 @@ def test_every_exception_in_errors_is_a_korg_error_or_an_internal_signal() -> No
     classes = [
         value
         for value in vars(errors).values()
-        if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == errors.__name__
+        if isinstance(value, type)
+        and issubclass(value, BaseException)
+        and value.__module__ == errors.__name__
     ]
     assert classes, "errors.py defines no exception class"
     for cls in classes:
@@ -114,5 +116,9 @@ def test_every_exception_in_errors_is_a_korg_error_or_an_internal_signal() -> No
 def test_the_hierarchy_drawing_names_every_exception_class() -> None:
     drawing = errors.__doc__ or ""
     for name, value in vars(errors).items():
-        if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == errors.__name__:
+        if (
+            isinstance(value, type)
+            and issubclass(value, BaseException)
+            and value.__module__ == errors.__name__
+        ):
             assert f" {name} " in drawing or f" {name}\n" in drawing, name

@@ -38,7 +38,11 @@ _DECLARATION_KEYS = frozenset({"name", "extra", "positional", "surfaces", "cli_p
 
 
 def _check_declaration(command_id: str, input_schema: Mapping[str, Any], positional: str | None) -> None:
-    """Refuse, when the binary starts, a declaration the command line could not honour."""
+    """Refuse, when the binary starts, a declaration the command line could not honour.
+
+    Raises:
+        ValueError: the schema declares ``debug``, or ``positional`` is not a string or array property.
+    """
     props = input_schema.get("properties") or {}
     if "debug" in props:
         raise ValueError(f"{command_id}: 'debug' is reserved for the toolkit's --debug flag")

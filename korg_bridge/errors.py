@@ -1,8 +1,8 @@
-"""Every error a korg-bridge user can see, in one hierarchy.
+"""Every error korg-bridge raises, in one hierarchy.
 
-Each class carries the exit code from the ``korg:introspect@v1`` exit-code
-table, so the one top-level handler in :mod:`korg_bridge.cli` can print the
-message and return the code without knowing where the error came from::
+Each class a user can see carries the exit code from the ``korg:introspect@v1``
+exit-code table, so the one top-level handler in :mod:`korg_bridge.cli` can print
+the message and return the code without knowing where the error came from::
 
     KorgError                      exit 1  error.generic
     ├── UsageError                 exit 2  error.usage     (bad flags, bad values)
@@ -13,11 +13,28 @@ message and return the code without knowing where the error came from::
     ├── NetworkError               exit 5  error.network   (a server cannot be reached)
     │   └── ConnectionDropped              (a team store's connection dropped: a read runs again)
     ├── DependencyMissing          exit 7  error.dependency_missing (model, extra)
+    ├── Changed                    exit 1  (a file changed between reading and replacing it)
     └── ToolCallError              exit 1  (a call the model can fix: becomes isError)
         ├── ArgumentError                  (arguments fail the schema / cannot be argv)
         └── PolicyDenied                   (side effect not allowed, session refused)
 
 Messages are one line, name the thing that is wrong and say what to do.
+
+Internal signals, never shown to a user as such: each is caught by the module that
+raises it (or the one above it) and becomes a skipped line, a rebuild, a fallback
+or a :class:`KorgError` with a message for people. They live here so that every
+exception class is found in one place, not because anyone outside may catch them::
+
+    InternalSignal
+    ├── LineError                  a ledger line that cannot become rows (its message is the reason
+    │                              ``stats`` shows for the skip)
+    ├── SchemaMismatch             a database records migrations this version does not know
+    ├── IndexBroken                the recall index must be rebuilt (the message says why)
+    ├── WorkerFailed               the parsing worker stopped short: the rest is read in-process
+    ├── ListChanged                a memory of a confirmed ``forget`` list changed between the steps
+    ├── OutOfTime                  a schema pattern search passed its deadline
+    ├── FrontMatterError           a mirror file's front matter cannot be read (also a ValueError)
+    └── AmbiguousJson              JSON that parsers read differently (also a ValueError)
 """
 
 from __future__ import annotations
@@ -109,3 +126,46 @@ class DependencyMissing(KorgError):
 
 class ConnectionDropped(NetworkError):
     """The connection to a team store dropped during a call: a read is run again once."""
+
+
+class Changed(KorgError):
+    """The file changed between reading it and replacing it: nothing was written."""
+
+
+# --- internal signals: caught inside korg-bridge, never shown to a user as such ---------------
+
+
+class InternalSignal(Exception):
+    """Base of the exceptions korg-bridge raises to itself and catches before a user sees them."""
+
+
+class LineError(InternalSignal):
+    """A line that cannot become rows; the message is the reason ``stats`` shows for it."""
+
+
+class SchemaMismatch(InternalSignal):
+    """The database records migrations this version does not know (newer version, or not ours)."""
+
+
+class IndexBroken(InternalSignal):
+    """The index file cannot be used as it is and must be rebuilt; the message says why."""
+
+
+class WorkerFailed(InternalSignal):
+    """The parsing worker stopped short; the message says how."""
+
+
+class ListChanged(InternalSignal):
+    """A memory of a confirmed list changed between the two steps of ``forget(query)``."""
+
+
+class OutOfTime(InternalSignal):
+    """Raised inside a pattern-search worker thread once the deadline has passed."""
+
+
+class FrontMatterError(InternalSignal, ValueError):
+    """A mirror file whose front matter cannot be read; it is reported, never touched."""
+
+
+class AmbiguousJson(InternalSignal, ValueError):
+    """JSON that parsers read differently: korg-recall's edit could not mean one thing."""

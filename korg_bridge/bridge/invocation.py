@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from korg_bridge.bridge.advice import report, summary
 from korg_bridge.bridge.argv import build_argv, check_command_line
@@ -28,6 +28,19 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CALL_TIMEOUT = 300.0
 """Seconds one call may run before its process group is terminated."""
+
+
+class CallOptions(TypedDict, total=False):
+    """How one call runs, once it is allowed (:func:`invoke`, :func:`run_prepared`)."""
+
+    timeout: float
+    """Seconds the process may run (default :data:`DEFAULT_CALL_TIMEOUT`); also bounds validation."""
+    output_cap: int
+    """Bytes kept of stdout and of stderr each (default :data:`~korg_bridge.bridge.process.DEFAULT_OUTPUT_CAP`)."""
+    env: Mapping[str, str] | None
+    cwd: str | None
+    on_stdout: ChunkCallback | None
+    """Called with each chunk of stdout as it arrives (progress forwarding)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,16 +165,13 @@ async def invoke(
     arguments: Mapping[str, Any] | None = None,
     *,
     policy: Policy | None = None,
-    timeout: float = DEFAULT_CALL_TIMEOUT,
-    output_cap: int = DEFAULT_OUTPUT_CAP,
-    env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
-    on_stdout: ChunkCallback | None = None,
+    **options: Unpack[CallOptions],
 ) -> CallResult:
     """Run one callable of a discovered binary and format its output.
 
     ``policy`` defaults to the one ``KORG_INTROSPECT_MCP_ALLOW`` describes, so
-    a library caller is as safe by default as the server.
+    a library caller is as safe by default as the server. ``options``
+    (:class:`CallOptions`): ``timeout``, ``output_cap``, ``env``, ``cwd``, ``on_stdout``.
 
     Raises:
         PolicyDenied: refused by the policy (nothing ran).
@@ -174,9 +184,7 @@ async def invoke(
         spec,
         arguments,
         policy if policy is not None else Policy.from_env(),
-        env=env,
-        time_limit=min(VALIDATION_TIME_LIMIT, timeout),
+        env=options.get("env"),
+        time_limit=min(VALIDATION_TIME_LIMIT, options.get("timeout", DEFAULT_CALL_TIMEOUT)),
     )
-    return await run_prepared(
-        document, prepared, timeout=timeout, output_cap=output_cap, env=env, cwd=cwd, on_stdout=on_stdout
-    )
+    return await run_prepared(document, prepared, **options)

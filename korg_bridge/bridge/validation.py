@@ -49,7 +49,7 @@ from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from referencing.exceptions import Unresolvable
 
 from korg_bridge.bridge.patterns import Pattern, check_pattern, compile_pattern, short
-from korg_bridge.errors import ArgumentError, DocumentError
+from korg_bridge.errors import ArgumentError, DocumentError, OutOfTime
 
 VALIDATION_TIME_LIMIT = 2.0
 """Seconds argument validation may take: real schemas validate in
@@ -87,10 +87,6 @@ class _Budget:
     """The string it was searching: found again in the value, it says where."""
 
 
-class _OutOfTime(Exception):
-    """Raised inside the worker thread once the deadline has passed."""
-
-
 _local = threading.local()
 
 
@@ -103,7 +99,7 @@ def _search(source: str, text: str) -> bool:
     """A schema pattern applied to one string, bounded by the current deadline.
 
     Raises:
-        _OutOfTime: the search ran out of time (the budget is marked expired).
+        OutOfTime: the search ran out of time (the budget is marked expired).
     """
     pattern: Pattern = compile_pattern(source)
     budget = _budget()
@@ -114,7 +110,7 @@ def _search(source: str, text: str) -> bool:
         matched = pattern.search(text, budget.deadline - time.monotonic())
     except TimeoutError as exc:
         budget.expired = True
-        raise _OutOfTime from exc
+        raise OutOfTime from exc
     budget.pattern = budget.text = None
     return matched
 
@@ -183,7 +179,7 @@ def _checked(keyword: Keyword) -> Keyword:
         budget = _budget()
         if budget is not None and (budget.expired or time.monotonic() > budget.deadline):
             budget.expired = True
-            raise _OutOfTime
+            raise OutOfTime
         errors = keyword(validator, value, instance, schema)
         if errors:
             yield from errors
@@ -371,7 +367,7 @@ async def validate(
                 errors.append(error)
                 if len(errors) >= MAX_COLLECTED:
                     break
-        except _OutOfTime:
+        except OutOfTime:
             pass
         except RecursionError as exc:
             raise ArgumentError(

@@ -182,6 +182,103 @@ def _parse_line(line: Line, max_line_bytes: int) -> tuple[dict[str, Any] | None,
     return obj, None
 
 
+@dataclass
+class _ChainWalk:
+    """What :func:`verify_file` has learned so far, one parsed entry at a time.
+
+    Each check is its own method, named for what it decides, and appends its
+    one-line errors; an entry whose chain or content cannot be checked further
+    stops at that step, as the spec's decisions in :func:`verify_file` say.
+    """
+
+    key: bytes | None
+    signer: SignatureCheck | None
+    errors: list[str] = field(default_factory=list)
+    events: int = 0
+    signed: int = 0
+    verified: int = 0
+    tip: str | None = None
+    expected_prev: str | None = GENESIS_HASH
+    """The ``prev_hash`` the next entry must carry; None after an unchained entry (nothing to link to)."""
+    seen: dict[int, int] = field(default_factory=dict)
+    """The line each ``seq_id`` was first seen on."""
+    chain: dict[int, str] = field(default_factory=dict)
+    """``seq_id`` → ``entry_hash``, for the anchors sidecar."""
+
+    def entry(self, number: int, obj: dict[str, Any]) -> None:
+        self.events += 1
+        seq = obj.get("seq_id")
+        label = self._identity(number, seq)
+        cause = _triggered_by(obj)
+        if cause is not None and (not _is_int(cause) or (_is_int(seq) and cause >= seq)):
+            self.errors.append(f"{label}: triggered_by {cause!r} is not strictly earlier than its seq_id")
+        if "event_sig" in obj:
+            self.signed += 1
+        claimed = self._link(label, seq, obj)
+        if claimed is not None:
+            self._content(label, obj, claimed)
+
+    def _identity(self, number: int, seq: Any) -> str:
+        """How errors name this entry (``seq N``, or ``line N`` without an integer seq_id); a
+        duplicate or missing seq_id is reported."""
+        if not _is_int(seq):
+            self.errors.append(f"line {number}: no integer seq_id")
+            return f"line {number}"
+        if seq in self.seen:
+            self.errors.append(f"seq {seq}: duplicate seq_id (first seen on line {self.seen[seq]})")
+        else:
+            self.seen[seq] = number
+        return f"seq {seq}"
+
+    def _link(self, label: str, seq: Any, obj: Mapping[str, Any]) -> str | None:
+        """The entry's claimed hash once its link to the previous one is checked; None when it
+        has none (then the next entry has nothing to chain onto)."""
+        claimed = obj.get("entry_hash")
+        if not isinstance(claimed, str):
+            self.errors.append(f"{label}: missing entry_hash (not chained)")
+            self.expected_prev = None
+            self.tip = None
+            return None
+        self.tip = claimed
+        if _is_int(seq) and seq not in self.chain:
+            self.chain[seq] = claimed
+        if self.expected_prev is not None and obj.get("prev_hash") != self.expected_prev:
+            self.errors.append(
+                f"{label}: prev_hash mismatch (broken link: an entry was inserted, deleted or reordered)"
+            )
+        self.expected_prev = claimed  # re-anchor: one tampered line is one error, not a cascade
+        return claimed
+
+    def _content(self, label: str, obj: Mapping[str, Any], claimed: str) -> None:
+        """Whether the entry's content hashes to what it claims (and carries a valid signature)."""
+        outside = integer_outside_domain(obj)
+        if outside is not None:
+            self.errors.append(
+                f"{label}: integer outside ±(2^53-1) at {outside}; not hashed (korg-ledger@v1 number domain)"
+            )
+            return
+        try:
+            data = preimage(obj)
+        except (TypeError, ValueError, RecursionError):
+            self.errors.append(f"{label}: cannot be put in canonical form; not hashed")
+            return
+        key = self.key
+        actual = (
+            hashlib.sha256(data).hexdigest()
+            if key is None
+            else hmac.new(key, data, hashlib.sha256).hexdigest()
+        )
+        if not hmac.compare_digest(actual, claimed):
+            hint = "or the wrong key" if key is not None else "or a keyed chain checked without its key"
+            self.errors.append(f"{label}: entry_hash mismatch (content tampered, {hint})")
+        if self.signer is not None:
+            signature_problem = self.signer.problem(data, obj.get("event_sig"))
+            if signature_problem is None:
+                self.verified += 1
+            else:
+                self.errors.append(f"{label}: {signature_problem}")
+
+
 def verify_file(
     path: str | Path,
     key: bytes | None = None,
@@ -219,78 +316,16 @@ def verify_file(
     """
     path = Path(path)
     signer = SignatureCheck(public_key) if public_key is not None else None
-    errors: list[str] = []
-    events = 0
-    signed = verified = 0
-    tip: str | None = None
-    expected_prev: str | None = GENESIS_HASH
-    seen: dict[int, int] = {}
-    chain: dict[int, str] = {}
-
+    walk = _ChainWalk(key, signer)
     for line, obj, problem in _walk(path, max_line_bytes):
         if obj is None:
-            errors.append(f"line {line.number}: {problem}")
-            continue
-        events += 1
-        seq = obj.get("seq_id")
-        if _is_int(seq):
-            label = f"seq {seq}"
-            if seq in seen:
-                errors.append(f"{label}: duplicate seq_id (first seen on line {seen[seq]})")
-            else:
-                seen[seq] = line.number
+            walk.errors.append(f"line {line.number}: {problem}")
         else:
-            label = f"line {line.number}"
-            errors.append(f"{label}: no integer seq_id")
-
-        cause = _triggered_by(obj)
-        if cause is not None and (not _is_int(cause) or (_is_int(seq) and cause >= seq)):
-            errors.append(f"{label}: triggered_by {cause!r} is not strictly earlier than its seq_id")
-
-        if "event_sig" in obj:
-            signed += 1
-        claimed = obj.get("entry_hash")
-        if not isinstance(claimed, str):
-            errors.append(f"{label}: missing entry_hash (not chained)")
-            expected_prev = None  # nothing to chain the next entry onto
-            tip = None
-            continue
-        tip = claimed
-        if _is_int(seq) and seq not in chain:
-            chain[seq] = claimed
-        prev = obj.get("prev_hash")
-        if expected_prev is not None and prev != expected_prev:
-            errors.append(
-                f"{label}: prev_hash mismatch (broken link: an entry was inserted, deleted or reordered)"
-            )
-        expected_prev = claimed
-        outside = integer_outside_domain(obj)
-        if outside is not None:
-            errors.append(
-                f"{label}: integer outside ±(2^53-1) at {outside}; not hashed (korg-ledger@v1 number domain)"
-            )
-            continue
-        try:
-            data = preimage(obj)
-        except (TypeError, ValueError, RecursionError):
-            errors.append(f"{label}: cannot be put in canonical form; not hashed")
-            continue
-        actual = (
-            hashlib.sha256(data).hexdigest()
-            if key is None
-            else hmac.new(key, data, hashlib.sha256).hexdigest()
-        )
-        if not hmac.compare_digest(actual, claimed):
-            hint = "or the wrong key" if key is not None else "or a keyed chain checked without its key"
-            errors.append(f"{label}: entry_hash mismatch (content tampered, {hint})")
-        if signer is not None:
-            signature_problem = signer.problem(data, obj.get("event_sig"))
-            if signature_problem is None:
-                verified += 1
-            else:
-                errors.append(f"{label}: {signature_problem}")
-
-    report = VerifyReport(path=str(path), events=events, intact=False, tip_entry_hash=tip, errors=errors)
+            walk.entry(line.number, obj)
+    errors, signed, verified = walk.errors, walk.signed, walk.verified
+    report = VerifyReport(
+        path=str(path), events=walk.events, intact=False, tip_entry_hash=walk.tip, errors=errors
+    )
     if signer is not None or signed:
         report.signatures = {
             "public_key": signer.hex if signer is not None else None,
@@ -298,7 +333,7 @@ def verify_file(
             "verified": verified if signer is not None else None,
         }
     if anchors is not None:
-        checked = check_anchors(Path(anchors), chain, max_line_bytes)
+        checked = check_anchors(Path(anchors), walk.chain, max_line_bytes)
         errors.extend(checked.errors)
         report.anchors = checked.to_dict()
     report.intact = not errors

@@ -53,7 +53,7 @@ import stat
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 import anyio
 import anyio.to_thread
@@ -72,6 +72,7 @@ __all__ = [
     "OUTPUT_PREVIEW_BYTES",
     "SOURCE_AGENT",
     "AuditLog",
+    "AuditedCall",
     "audit_path",
     "bound_arguments",
     "check_audit_path",
@@ -235,6 +236,24 @@ def bound_arguments(arguments: Mapping[str, Any] | None) -> dict[str, Any]:
     }
 
 
+class AuditedCall(TypedDict):
+    """One tool call as :meth:`AuditLog.record` writes it."""
+
+    command_id: str
+    """The callable (written as ``tool_name``)."""
+    tool_name: str
+    """The name the client used (written as ``mcp_tool``)."""
+    arguments: Mapping[str, Any] | None
+    success: bool
+    exit_code: int | None
+    output: str
+    duration_ms: int
+    reason: NotRequired[str | None]
+    """Why the call was refused or failed, when it was."""
+    tenant: NotRequired[str | None]
+    actor: NotRequired[str | None]
+
+
 class AuditLog:
     """An open audit ledger; :meth:`record` appends one tool call to it.
 
@@ -276,20 +295,7 @@ class AuditLog:
         key = env.get(ENV_LEDGER_KEY)
         return cls(chosen, key=key.encode("utf-8") if key else None, binary=binary)
 
-    async def record(
-        self,
-        *,
-        command_id: str,
-        tool_name: str,
-        arguments: Mapping[str, Any] | None,
-        success: bool,
-        exit_code: int | None,
-        output: str,
-        duration_ms: int,
-        reason: str | None = None,
-        tenant: str | None = None,
-        actor: str | None = None,
-    ) -> dict[str, Any]:
+    async def record(self, **call: Unpack[AuditedCall]) -> dict[str, Any]:
         """Append one tool call and return the entry as written ({} if it could not be).
 
         ``command_id`` becomes ``tool_name`` (the callable), ``tool_name`` the
@@ -300,11 +306,13 @@ class AuditLog:
         from cancellation, so a call cancelled while being recorded is still
         recorded whole.
         """
+        command_id, output = call["command_id"], call["output"]
+        reason, tenant, actor = call.get("reason"), call.get("tenant"), call.get("actor")
 
         def write() -> dict[str, Any]:
             preview, truncated = output_preview(output)
             result: dict[str, Any] = {
-                "exit_code": exit_code,
+                "exit_code": call["exit_code"],
                 "output_bytes": len(output.encode("utf-8", "surrogatepass")),
                 "output": preview,
                 "output_truncated": truncated,
@@ -314,15 +322,15 @@ class AuditLog:
             fields: dict[str, Any] = {
                 "source_agent": SOURCE_AGENT,
                 "tool_name": command_id,
-                "args": bound_arguments(arguments),
+                "args": bound_arguments(call["arguments"]),
                 "result": result,
-                "success": bool(success),
-                "duration_ms": int(duration_ms),
+                "success": bool(call["success"]),
+                "duration_ms": int(call["duration_ms"]),
                 "timestamp": _utc_now(),
             }
             if self.binary is not None:
                 fields["binary"] = self.binary
-            fields["mcp_tool"] = tool_name
+            fields["mcp_tool"] = call["tool_name"]
             if tenant is not None:
                 fields["tenant"] = tenant
             if actor is not None:

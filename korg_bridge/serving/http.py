@@ -50,7 +50,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import anyio
 import anyio.to_thread
@@ -79,6 +79,7 @@ from korg_bridge.errors import ConfigError, KorgError
 from korg_bridge.serving.jsonrpc import BodyCheck
 
 __all__ = [
+    "GateOptions",
     "build_http_app",
     "is_loopback",
     "load_token",
@@ -122,17 +123,24 @@ def _keyring(token: str | None, tokens: Keyring | TokenSet | None) -> Keyring | 
     return tokens
 
 
+class GateOptions(TypedDict, total=False):
+    """What the gates in front of ``/mcp`` let through: :func:`build_http_app` and :func:`serve_http`."""
+
+    token: str | None
+    """One bearer token (no tenant)."""
+    tokens: Keyring | TokenSet | None
+    """The token file's tokens (:func:`korg_bridge.serving.auth.tokens.load_tokens`)."""
+    allowed_hosts: Sequence[str]
+    """Host names accepted besides the bound address."""
+    allowed_origins: Sequence[str]
+    max_body_bytes: int
+    """The request body limit (default :data:`DEFAULT_MAX_BODY_BYTES`)."""
+    rate_limit: Rate | None
+    """Per token."""
+
+
 def build_http_app(
-    server: Server[Any],
-    *,
-    host: str,
-    token: str | None = None,
-    tokens: Keyring | TokenSet | None = None,
-    allowed_hosts: Sequence[str] = (),
-    allowed_origins: Sequence[str] = (),
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    rate_limit: Rate | None = None,
-    health: Mapping[str, Any],
+    server: Server[Any], *, host: str, health: Mapping[str, Any], **gates: Unpack[GateOptions]
 ) -> Starlette:
     """The ASGI app: ``server`` at ``/mcp`` behind the gates, and ``/healthz``.
 
@@ -147,14 +155,16 @@ def build_http_app(
         ConfigError: no token for a non-loopback ``host``, an unusable token,
             both ``token`` and ``tokens``, or a body limit below one byte.
     """
-    keyring = _keyring(token, tokens)
+    keyring = _keyring(gates.get("token"), gates.get("tokens"))
+    max_body_bytes = gates.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
+    rate_limit = gates.get("rate_limit")
     if keyring is None and not is_loopback(host):
         raise ConfigError(
             f"refusing to listen on {host} without a token: set {ENV_BRIDGE_TOKEN} or pass --token-file FILE"
         )
     if max_body_bytes < 1:
         raise ConfigError(f"the request body limit must be at least 1 byte, got {max_body_bytes}.")
-    security = security_settings(host, allowed_hosts, allowed_origins)
+    security = security_settings(host, gates.get("allowed_hosts", ()), gates.get("allowed_origins", ()))
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         transport_security=security,
@@ -276,16 +286,11 @@ async def serve_http(
     *,
     host: str,
     port: int,
-    token: str | None = None,
-    tokens: Keyring | TokenSet | None = None,
-    allowed_hosts: Sequence[str] = (),
-    allowed_origins: Sequence[str] = (),
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    rate_limit: Rate | None = None,
     health: Mapping[str, Any],
     grace: float = DEFAULT_GRACE,
     ready: anyio.Event | None = None,
     limits: ConnectionLimits | None = None,
+    **gates: Unpack[GateOptions],
 ) -> None:
     """Serve :func:`build_http_app` with uvicorn until SIGTERM/SIGINT (or cancellation).
 
@@ -304,17 +309,8 @@ async def serve_http(
     """
     if not (grace >= 0 and math.isfinite(grace)):
         raise ConfigError(f"the shutdown grace period must be a finite number of seconds >= 0, got {grace}.")
-    app = build_http_app(
-        server,
-        host=host,
-        token=token,
-        tokens=tokens,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        max_body_bytes=max_body_bytes,
-        rate_limit=rate_limit,
-        health=health,
-    )
+    app = build_http_app(server, host=host, health=health, **gates)
+    rate_limit = gates.get("rate_limit")
     traffic: Traffic = app.state.korg_traffic
     keyring: Keyring | None = app.state.korg_keyring
     limiter: Limiter | None = app.state.korg_limiter

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-__all__ = ["check_arguments", "check_value", "flag_name", "show"]
+__all__ = ["allows_array", "check_arguments", "check_value", "flag_name", "primary_type", "show"]
 
 _TYPES: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
@@ -61,6 +61,21 @@ def show(value: Any) -> str:
     except (TypeError, ValueError, RecursionError):
         text = str(value)
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
+
+
+def primary_type(schema: Mapping[str, Any]) -> str | None:
+    """The one JSON type a flag's value is read as: the first that is not ``null``."""
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        return kinds[0] if kinds else None
+    return kind if isinstance(kind, str) else None
+
+
+def allows_array(schema: Mapping[str, Any]) -> bool:
+    """Whether a property may be a list, so its flag may repeat (as the bridge sends a list)."""
+    kind = schema.get("type")
+    return kind == "array" or (isinstance(kind, list) and "array" in kind)
 
 
 def _plain(value: Any) -> str:

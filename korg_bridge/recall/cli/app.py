@@ -24,6 +24,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,8 @@ from korg_bridge.recall.semantic.modes import SEMANTIC_MODES, auto_mode, load_fo
 from korg_bridge.toolkit import Toolkit
 
 if TYPE_CHECKING:
+    from korg_bridge.recall.history.query.hits import Hit, Ranker
+    from korg_bridge.recall.history.query.search import EventFilters
     from korg_bridge.recall.semantic.model import Embedder
     from korg_bridge.recall.semantic.rank import Weights
     from korg_bridge.recall.semantic.vectors import Coverage
@@ -179,10 +182,55 @@ def recall(args: dict[str, Any]) -> int:
 
         _check_project(args, None)
         return recall_memories(args, _env())
-    from korg_bridge.recall.history.query.context import context_fields, context_tokens
-    from korg_bridge.recall.history.query.search import search
+    weights, filters = _history_filters(args)
+    walls = _walls()
+    sources, missing = _sources(args, walls)
+    _check_project(args, sources, walls)
+    memory = _memory_section(args)  # memories first, in their own block: recall/memory/recall_view.py
+    answer = _search_history(args, walls, sources, weights, filters)
+    answer.missing = missing
+    answer.memory = memory
+    _show_hits(answer)
+    if memory is not None:
+        memory.settle(answer.hits)  # a memory found by meaning alone never outranks better history hits
+    if args.get("json"):
+        _print_json(_json_answer(args["query"], answer))
+    else:
+        _write_answer(answer)
+    return 0
+
+
+@dataclass
+class _Answer:
+    """One recall that searches history, from the search to what is printed."""
+
+    hits: list[Hit]
+    used: str
+    """The mode that ran (``auto`` resolved, or fallen back to keyword)."""
+    semantic_info: dict[str, Any]
+    note: str | None
+    """Why ``auto`` chose a text mode, when it did."""
+    sources: Sequence[Path] = ()
+    missing: Sequence[Path] = ()
+    memory: Any = None
+    """The memory section (:func:`_memory_section`), None when ``kinds`` leaves memories out."""
+    lines: list[str] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    redacted: int = 0
+
+    @property
+    def nothing(self) -> bool:
+        """Every source given is missing: nothing was searched."""
+        return bool(self.sources) and len(self.missing) == len(self.sources)
+
+
+def _history_filters(args: Mapping[str, Any]) -> tuple[Weights | None, EventFilters]:
+    """The hybrid weights and the event filters of a recall, checked before anything is opened.
+
+    Raises:
+        UsageError: bad weights, or a ``since``/``until`` that is not a time.
+    """
     from korg_bridge.recall.history.query.timeparse import parse_time
-    from korg_bridge.redact import redact
 
     weights: Weights | None = None
     if args.get("weights") is not None:  # validated even when the mode ignores them
@@ -191,28 +239,37 @@ def recall(args: dict[str, Any]) -> int:
         weights = parse_weights(args["weights"])
     since = parse_time(args["since"]) if args.get("since") else None
     until = parse_time(args["until"], end_of_day=True) if args.get("until") else None
-    walls = _walls()
-    sources, missing = _sources(args, walls)
-    _check_project(args, sources, walls)
-    memory = _memory_section(args)  # memories first, in their own block: recall/memory/recall_view.py
+    return weights, {
+        "tool_filter": args.get("tool_filter") or (),
+        "agent_filter": args.get("agent_filter") or (),
+        "since": since,
+        "until": until,
+        "project": _project(args),
+    }
+
+
+def _search_history(
+    args: Mapping[str, Any],
+    walls: Any,
+    sources: Sequence[Path],
+    weights: Weights | None,
+    filters: EventFilters,
+) -> _Answer:
+    """Refresh the index, settle the mode (loading the model only for semantic/hybrid), search."""
+    from korg_bridge.recall.history.query.search import search
+
     env = _env()
     mode = args["mode"]
     used = resolve_mode(mode, env)
     embedder: Embedder | None = None
     semantic_info: dict[str, Any] = {}
-    note: str | None = None
     with _open_index(walls) as index:
         index.refresh(sources)
         coverage = _coverage(index, env) if used in SEMANTIC_MODES else None
         used, note = auto_mode(mode, used, coverage)
         if used in SEMANTIC_MODES:
             embedder, used = load_for_mode(mode, used, env)
-        if embedder is not None:
-            semantic_info = {"model": embedder.model_id}
-            if used == "hybrid":
-                from korg_bridge.recall.semantic.rank import Weights as DefaultWeights
-
-                semantic_info["weights"] = (weights or DefaultWeights()).to_dict()
+        ranker = None if embedder is None else _semantic_ranker(embedder, weights, used, semantic_info)
         hits = search(
             index,
             args["query"],
@@ -220,32 +277,46 @@ def recall(args: dict[str, Any]) -> int:
             top_n=args["top_n"],
             min_score=args["min_score"],
             sources=sources,
-            tool_filter=args.get("tool_filter") or (),
-            agent_filter=args.get("agent_filter") or (),
-            since=since,
-            until=until,
-            project=_project(args),
-            embedder=embedder,
-            weights=weights,
+            ranker=ranker,
+            **filters,
         )
         if coverage is not None:
             semantic_info["embedding"] = _embedding_info(index, coverage, env)
+    return _Answer(hits=hits, used=used, semantic_info=semantic_info, note=note, sources=sources)
+
+
+def _semantic_ranker(
+    embedder: Embedder, weights: Weights | None, used: str, semantic_info: dict[str, Any]
+) -> Ranker:
+    """The ranker of the embedding modes; records the model (and hybrid's weights) the answer shows."""
+    from korg_bridge.recall.semantic.rank import SemanticRanker
+    from korg_bridge.recall.semantic.rank import Weights as DefaultWeights
+
+    semantic_info["model"] = embedder.model_id
+    chosen = weights or DefaultWeights()
+    if used == "hybrid":
+        semantic_info["weights"] = chosen.to_dict()
+    return SemanticRanker(embedder, chosen)
+
+
+def _show_hits(answer: _Answer) -> None:
+    """Each hit as a text line and a JSON record, secrets redacted unless they may be shown."""
+    from korg_bridge.recall.history.query.context import context_fields, context_tokens
+    from korg_bridge.redact import redact
+
     hide = not _show_secrets()
-    redacted = 0
     seen: set[str] = set()  # a secret in several hits is one secret
-    lines: list[str] = []
-    records: list[dict[str, Any]] = []
-    for hit in hits:
+    for hit in answer.hits:
         snippet = hit.snippet
         if hide:  # before flattening: YAML and .netrc secrets are found by their lines
             snippet, count = redact(snippet, seen)
-            redacted += count
+            answer.redacted += count
         snippet = _flatten(snippet)
-        lines.append(
+        answer.lines.append(
             f"  · seq={hit.seq} score={hit.score:.2f} agent={hit.agent or '-'} tool={hit.tool or '-'} "
             f"ref={hit.ref}{context_tokens(hit)} :: {snippet[:200]}"
         )
-        records.append(
+        answer.records.append(
             {
                 "ref": hit.ref,
                 "seq": hit.seq,
@@ -259,57 +330,68 @@ def recall(args: dict[str, Any]) -> int:
                 **context_fields(hit),
             }
         )
-    nothing = bool(sources) and len(missing) == len(sources)
+
+
+def _json_answer(query: str, answer: _Answer) -> dict[str, Any]:
+    """The ``--json`` envelope of a recall that searched history."""
+    out: dict[str, Any] = {
+        "mode": answer.used,
+        "query": query,
+        "hits": answer.records,
+        "redacted": answer.redacted,
+        **answer.semantic_info,
+    }
+    if answer.missing:
+        out["missing_sources"] = [str(path) for path in answer.missing]
+    memory = answer.memory
     if memory is not None:
-        memory.settle(hits)  # a memory found by meaning alone never outranks better history hits
-    if args.get("json"):
-        answer = {
-            "mode": used,
-            "query": args["query"],
-            "hits": records,
-            "redacted": redacted,
-            **semantic_info,
-        }
-        if missing:
-            answer["missing_sources"] = [str(path) for path in missing]
-        if memory is not None:
-            answer.update(memory_mode=memory.mode, memory_scopes=memory.scopes, memories=memory.records())
-        _print_json(answer)
-        return 0
+        out.update(memory_mode=memory.mode, memory_scopes=memory.scopes, memories=memory.records())
+    return out
+
+
+def _write_answer(answer: _Answer) -> None:
+    """The text answer: the hits (after the memories, when there are any), then the notes."""
+    used, memory, missing = answer.used, answer.memory, answer.missing
     if memory is not None and (memory.hits or memory.below):
-        sys.stdout.write(memory.header(used, len(hits)) + "\n")
+        sys.stdout.write(memory.header(used, len(answer.hits)) + "\n")
         sys.stdout.write(
             "".join(
-                part + "\n" for part in (memory.blocks(), "\n".join(lines), memory.blocks_below()) if part
+                part + "\n"
+                for part in (memory.blocks(), "\n".join(answer.lines), memory.blocks_below())
+                if part
             )
         )
-        if nothing:
+        if answer.nothing:
             sys.stdout.write(
                 f"[recall] no history found: {', '.join(map(str, missing))}; searched no history.\n"
             )
-    elif nothing:
+    elif answer.nothing:
         sys.stdout.write(
             f"[recall · {used}] no history found: {', '.join(map(str, missing))} "
             f"{'does' if len(missing) == 1 else 'do'} not exist; searched nothing.\n"
         )
-    elif not hits:
+    elif not answer.hits:
         sys.stdout.write(f"[recall · {used}] no relevant matches.\n")
     else:
-        sys.stdout.write(f"[recall · {used}] {len(hits)} match(es):\n")
-        sys.stdout.write("\n".join(lines) + "\n")
-    embedding = semantic_info.get("embedding") or {}
-    if note is not None:
-        sys.stdout.write(f"[recall] {note}; {_continues(embedding)}\n")
-    elif embedding.get("not_embedded") and used in SEMANTIC_MODES:
-        how = "ranked by their keywords alone" if used == "hybrid" else "not searched"
+        sys.stdout.write(f"[recall · {used}] {len(answer.hits)} match(es):\n")
+        sys.stdout.write("\n".join(answer.lines) + "\n")
+    _write_notes(answer)
+
+
+def _write_notes(answer: _Answer) -> None:
+    """The ``[recall]`` lines after the hits: mode fallback, embeddings still missing, memory mode, redactions."""
+    embedding = answer.semantic_info.get("embedding") or {}
+    if answer.note is not None:
+        sys.stdout.write(f"[recall] {answer.note}; {_continues(embedding)}\n")
+    elif embedding.get("not_embedded") and answer.used in SEMANTIC_MODES:
+        how = "ranked by their keywords alone" if answer.used == "hybrid" else "not searched"
         sys.stdout.write(
             f"[recall] {embedding['not_embedded']:,} event(s) not embedded yet ({how}); {_continues(embedding)}\n"
         )
-    if memory is not None and memory.mode_note:
-        sys.stdout.write(f"[recall] {memory.mode_note}.\n")
-    if redacted:
-        sys.stdout.write(f"[recall] {redacted} secret(s) redacted.\n")
-    return 0
+    if answer.memory is not None and answer.memory.mode_note:
+        sys.stdout.write(f"[recall] {answer.memory.mode_note}.\n")
+    if answer.redacted:
+        sys.stdout.write(f"[recall] {answer.redacted} secret(s) redacted.\n")
 
 
 def _memory_section(args: dict[str, Any]) -> Any:

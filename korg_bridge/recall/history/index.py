@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 
 from korg_bridge._fs.lines import MAX_LINE_BYTES
 from korg_bridge.config import ENV_RECALL_INDEX
-from korg_bridge.errors import ConfigError, KorgError, UsageError
+from korg_bridge.errors import ConfigError, IndexBroken, KorgError, UsageError
 from korg_bridge.recall.history.ingest.batches import BATCH_BYTES, WORKER_MIN_BYTES
 from korg_bridge.recall.history.ingest.refresh import Refresher, RefreshReport
 from korg_bridge.recall.history.ingest.rows import load_json
@@ -97,10 +97,6 @@ _EVENT_COLUMNS = (
     'e.id, s.path, e."offset", e.seq, e.shape, e.session, e.agent, e.tool, e.args, e.result,'
     " e.success, e.timestamp, e.triggered_by, e.extra, e.text"
 )
-
-
-class _Broken(Exception):
-    """The index file cannot be used as it is and must be rebuilt; the message says why."""
 
 
 def _is_corrupt(exc: sqlite3.Error) -> bool:
@@ -169,7 +165,7 @@ class Index:
         self._identity = found.identity if found.state == "ours" else None
         try:
             return self._connect()
-        except _Broken as exc:
+        except IndexBroken as exc:
             if self._identity is None:  # it looked new; prove it ours now, or leave it alone
                 again = inspect(self.path)
                 self._identity = again.identity if again.state == "ours" else None
@@ -182,7 +178,7 @@ class Index:
             self._move_aside()
         try:
             return self._connect()
-        except _Broken as exc:
+        except IndexBroken as exc:
             raise ConfigError(
                 f"cannot create a recall index at {self.path}: it {exc}. Set {ENV_RECALL_INDEX} to another path."
             ) from exc
@@ -196,13 +192,13 @@ class Index:
             ) from exc
         try:
             self._prepare_connection(conn)
-        except _Broken:
+        except IndexBroken:
             conn.close()
             raise
         except sqlite3.DatabaseError as exc:
             conn.close()
             if _is_corrupt(exc):
-                raise _Broken(f"is corrupt ({exc})") from exc
+                raise IndexBroken(f"is corrupt ({exc})") from exc
             raise self._translate(exc) from exc
         # Migrated (or found current) by this connection: the file is ours from here on.
         st = os.stat(self.path)
@@ -213,7 +209,7 @@ class Index:
         # Look before touching: a foreign database must not even get its journal mode changed.
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if names and "_migrations" not in names:
-            raise _Broken("belongs to another program (it has tables but no _migrations)")
+            raise IndexBroken("belongs to another program (it has tables but no _migrations)")
         self._ensure_wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: a crash loses at most the last batch
         conn.execute("PRAGMA temp_store = MEMORY")
@@ -221,19 +217,19 @@ class Index:
         try:
             migrate(conn)
         except SchemaMismatch as exc:
-            raise _Broken(f"has a schema this version does not know ({exc})") from exc
+            raise IndexBroken(f"has a schema this version does not know ({exc})") from exc
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc):
                 raise
-            raise _Broken(f"has a schema this version cannot read ({exc})") from exc
+            raise IndexBroken(f"has a schema this version cannot read ({exc})") from exc
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         missing = _TABLES - names
         if missing:
-            raise _Broken(f"lacks tables {', '.join(sorted(missing))}")
+            raise IndexBroken(f"lacks tables {', '.join(sorted(missing))}")
         if self.path.stat().st_size <= QUICK_CHECK_MAX_BYTES:
             verdict = conn.execute("PRAGMA quick_check").fetchone()
             if verdict is None or verdict[0] != "ok":
-                raise _Broken(f"fails its integrity check ({verdict[0] if verdict else 'no answer'})")
+                raise IndexBroken(f"fails its integrity check ({verdict[0] if verdict else 'no answer'})")
 
     @staticmethod
     def _ensure_wal(conn: sqlite3.Connection) -> None:

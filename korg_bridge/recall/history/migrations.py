@@ -17,6 +17,8 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 
+from korg_bridge.errors import SchemaMismatch
+
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "Migration", "SchemaMismatch", "applied", "migrate"]
 
 Step = Sequence[str] | Callable[[sqlite3.Connection], None]
@@ -237,10 +239,6 @@ MIGRATIONS: list[Migration] = [
         ),
     ),
 ]
-
-
-class SchemaMismatch(Exception):
-    """The database records migrations this version does not know (newer version, or not ours)."""
 
 
 def _ensure_table(conn: sqlite3.Connection) -> None:

@@ -33,13 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from korg_bridge._fs.durable import fsync_folder, reserve, write_all
-from korg_bridge.errors import ConfigError, KorgError
+from korg_bridge.errors import Changed, ConfigError
 
 __all__ = ["Changed", "Snapshot", "locked", "read_capped", "remove", "replace", "take"]
-
-
-class Changed(KorgError):
-    """The file changed between reading it and replacing it: nothing was written."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.errors import ConfigError
+from korg_bridge.errors import AmbiguousJson, ConfigError
 
 if TYPE_CHECKING:
     from korg_bridge.recall.interop.guarded_write import Snapshot
@@ -108,21 +108,17 @@ def _ours(hook: Any) -> bool:
     return isinstance(command, str) and "korg" in command and MARKER in command
 
 
-class _Ambiguous(ValueError):
-    """JSON that parsers read differently: korg-recall's edit could not mean one thing."""
-
-
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
-            raise _Ambiguous(f"the key {json.dumps(key)} appears twice in one object")
+            raise AmbiguousJson(f"the key {json.dumps(key)} appears twice in one object")
         seen[key] = value
     return seen
 
 
 def _no_constant(name: str) -> Any:
-    raise _Ambiguous(f"it holds {name}, which is not JSON")
+    raise AmbiguousJson(f"it holds {name}, which is not JSON")
 
 
 def _load(snapshot: Snapshot) -> tuple[str | None, dict[str, Any] | None]:
@@ -140,7 +136,7 @@ def _load(snapshot: Snapshot) -> tuple[str | None, dict[str, Any] | None]:
         value = (
             json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constant) if text.strip() else {}
         )
-    except _Ambiguous as exc:
+    except AmbiguousJson as exc:
         raise ConfigError(f"{where}: {exc}; fix it by hand first. Nothing was changed.") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{where} is not UTF-8 text; fix it by hand first. Nothing was changed.") from None

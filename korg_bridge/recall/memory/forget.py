@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.config import ENV_RECALL_WRITES
-from korg_bridge.errors import ConfigError, UsageError
+from korg_bridge.errors import ConfigError, ListChanged, UsageError
 from korg_bridge.recall.memory import oplog
 from korg_bridge.recall.memory.embedding import drop_vectors
 from korg_bridge.recall.memory.mirror import files as mirror
@@ -53,10 +53,6 @@ NOT_TOUCHED = (
     "copies outside the memory store are not touched: session transcripts and ledgers that recorded "
     "earlier tool calls, audit ledgers and the recall index keep what they recorded"
 )
-
-
-class _Changed(Exception):
-    """A memory of a confirmed list changed between the two steps of forget(query)."""
 
 
 def validate_forget(ctx: Context, args: dict[str, Any]) -> None:
@@ -180,7 +176,7 @@ def _by_query(
         return {"status": "changed", **ask, "note": note}
     try:
         return _act(store, ctx, [(v.id, v.version) for v in matches], mode, scopes, problems)
-    except _Changed:
+    except ListChanged:
         with store.reading() as conn:
             matches = forget_matches(conn, query, scopes, mode)
         ask["matches"] = _listing(matches)
@@ -219,7 +215,7 @@ def _act(
     scopes: Sequence[str],
     problems: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Retire or purge ``targets`` in one transaction (raising :class:`_Changed` if a version moved)."""
+    """Retire or purge ``targets`` in one transaction (raising :class:`ListChanged` if a version moved)."""
     found = list(problems) if problems is not None else sync_mirror(store, ctx, scopes)
     now = iso(ctx.now)
     done: list[str] = []
@@ -233,7 +229,7 @@ def _act(
             if current is None:
                 raise UsageError(f"no memory {memory_id}. List ids with `korg-recall memories`.")
             if expected is not None and current.version != expected:
-                raise _Changed(memory_id)
+                raise ListChanged(memory_id)
             if current.state == "purged":
                 if mode == "retire":
                     raise UsageError(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.interop.claude.records import source_kind
@@ -24,7 +24,7 @@ from korg_bridge.recall.memory.safety import age_label, escape_body
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Store
 
-__all__ = ["LINE_MAX", "index_lines", "line_of", "listing_sql", "parse_cursor", "read_full"]
+__all__ = ["LINE_MAX", "IndexOptions", "index_lines", "line_of", "listing_sql", "parse_cursor", "read_full"]
 
 LINE_MAX = 150
 CHARS_PER_TOKEN = 4
@@ -114,24 +114,35 @@ def listing_sql(scope_count: int, *, states: int, kind: bool, tag: str | None, h
     return " AND ".join(clauses)
 
 
+class IndexOptions(TypedDict, total=False):
+    """What one page of :func:`index_lines` holds, besides its scopes."""
+
+    kind: str | None
+    """Only memories of this type."""
+    tag: str | None
+    """Only memories with this tag."""
+    include_retired: bool
+    """Retired and expired memories too."""
+    pending: bool
+    """The proposals awaiting approval instead of the memories."""
+    budget_tokens: int
+    """About how many tokens the lines may take (default 800)."""
+    cursor: str | None
+    """Where the previous page stopped (its ``next_cursor``)."""
+
+
 def index_lines(
-    store: Store,
-    *,
-    scopes: Sequence[str],
-    project: str,
-    now: float,
-    kind: str | None = None,
-    tag: str | None = None,
-    include_retired: bool = False,
-    pending: bool = False,
-    budget_tokens: int = 800,
-    cursor: str | None = None,
+    store: Store, *, scopes: Sequence[str], project: str, now: float, **options: Unpack[IndexOptions]
 ) -> dict[str, Any]:
     """The index of memories in ``scopes`` (``pending``: the proposals awaiting approval instead).
 
     Raises:
         UsageError: a cursor that is not one this returned.
     """
+    kind, tag = options.get("kind"), options.get("tag")
+    include_retired, pending = options.get("include_retired", False), options.get("pending", False)
+    budget_tokens = options.get("budget_tokens", 800)
+    cursor = options.get("cursor")
     offset = parse_cursor(cursor)
     states = ("pending",) if pending else (("live", "retired") if include_retired else ("live",))
     hide_expired = not include_retired and not pending

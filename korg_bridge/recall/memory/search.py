@@ -34,7 +34,7 @@ the two-step ``forget`` confirms.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from korg_bridge.recall.history.query.fts import STOPWORDS, query_terms
 from korg_bridge.recall.memory.records import Version, iso
@@ -48,6 +48,7 @@ __all__ = [
     "FORGET_MAX",
     "MEMORY_WEIGHTS",
     "Meaning",
+    "MemoryFilters",
     "MemoryHit",
     "forget_matches",
     "match_where",
@@ -183,18 +184,28 @@ def _candidates(
     return out
 
 
+class MemoryFilters(TypedDict, total=False):
+    """Which memories of its scopes :func:`search_memories` may return, and which version of each."""
+
+    types: Sequence[str]
+    """Only these types (all when empty)."""
+    tags: Sequence[str]
+    """Only memories holding one of these tags (all when empty)."""
+    as_of: float | None
+    """Epoch seconds: per lineage, the version that held then."""
+    include_superseded: bool
+    """Older versions too (``current=False``)."""
+
+
 def search_memories(
     conn: Tx,
     query: str,
     *,
     scopes: Sequence[str],
-    types: Sequence[str] = (),
-    tags: Sequence[str] = (),
-    as_of: float | None = None,
-    include_superseded: bool = False,
     top_n: int = 10,
     now: float,
     meaning: Meaning | None = None,
+    **filters: Unpack[MemoryFilters],
 ) -> list[MemoryHit]:
     """Memories matching ``query`` in ``scopes``, best first, at most ``top_n``.
 
@@ -204,6 +215,8 @@ def search_memories(
     ``semantic`` (see the module docstring). ``breakdown`` = ``{bm25, vector, recency,
     pinned, decay, total}`` (None for a part the mode does not use).
     """
+    types, tags = filters.get("types", ()), filters.get("tags", ())
+    as_of, include_superseded = filters.get("as_of"), filters.get("include_superseded", False)
     terms = query_terms(query)
     if not scopes or not (terms if meaning is None else query.strip()):
         return []

@@ -53,13 +53,13 @@ import itertools
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.history.index import Index
 from korg_bridge.recall.history.query.fts import Filters, filter_sql, query_terms, quote_fts
-from korg_bridge.recall.history.query.hits import Breakdown
+from korg_bridge.recall.history.query.hits import Breakdown, Ranked
 from korg_bridge.recall.history.query.keyword import full_ranking, ranking
 from korg_bridge.recall.history.query.scores import keyword_score, recency
 from korg_bridge.recall.semantic.model import Embedder
@@ -74,10 +74,10 @@ __all__ = [
     "DEFAULT_MIN_SCORE",
     "SEMANTIC_MODES",
     "Ranked",
+    "SemanticRanker",
     "Weights",
     "explain",
     "parse_weights",
-    "rank",
 ]
 
 DEFAULT_MIN_SCORE = 0.30
@@ -141,15 +141,6 @@ def parse_weights(raw: Mapping[str, Any] | None) -> Weights:
     if weights.bm25 == weights.vector == weights.recency == 0:
         raise UsageError("at least one of the weights bm25, vector, recency must be above 0.")
     return weights
-
-
-@dataclass(frozen=True, slots=True)
-class Ranked:
-    """One ranked event, before collapsing and snippets."""
-
-    event_id: int
-    score: float
-    breakdown: Breakdown
 
 
 # --- SQL (built apart from running it) ---------------------------------------------------------
@@ -336,35 +327,41 @@ def _hybrid(
     return ranked
 
 
-def rank(
-    index: Index,
-    query: str,
-    *,
-    mode: str,
-    embedder: Embedder,
-    filters: Filters,
-    min_score: float,
-    weights: Weights,
-    top_n: int,
-    now: float | None = None,
-) -> list[Ranked]:
-    """Rank events for ``query`` in ``mode`` (``semantic`` or ``hybrid``), best first.
+@dataclass(frozen=True, slots=True)
+class SemanticRanker:
+    """The :class:`~korg_bridge.recall.history.query.hits.Ranker` of the embedding modes: the
+    caller that loaded a model builds one, and history's search asks it for semantic and
+    hybrid rankings without importing this layer."""
 
-    Returns more candidates than ``top_n``: the caller collapses repeats.
+    embedder: Embedder
+    weights: Weights = field(default_factory=Weights)
+    now: float | None = None
+    """The clock of hybrid's recency (seconds since the epoch); None: the time of the call."""
 
-    Raises:
-        UsageError: ``mode`` is not semantic or hybrid.
-        KorgError: the index cannot be read.
-    """
-    if mode not in SEMANTIC_MODES:
-        raise UsageError(f"unknown ranking mode {mode!r}: use one of {', '.join(SEMANTIC_MODES)}.")
-    from korg_bridge.recall.semantic.vectors import similarities
+    def rank(
+        self, index: Index, query: str, *, mode: str, filters: Filters, min_score: float, top_n: int
+    ) -> list[Ranked]:
+        """Rank events for ``query`` in ``mode`` (``semantic`` or ``hybrid``), best first.
 
-    query_vector = embedder.embed([query])[0]
-    ids, sims = _allowed(index, filters, *similarities(index, embedder.model_id, embedder.dim, query_vector))
-    if mode == "semantic":
-        return _semantic(ids, sims, min_score)
-    return _hybrid(index, query, ids, sims, filters, weights, top_n, time.time() if now is None else now)
+        Returns more candidates than ``top_n``: the caller collapses repeats.
+
+        Raises:
+            UsageError: ``mode`` is not semantic or hybrid.
+            KorgError: the index cannot be read.
+        """
+        if mode not in SEMANTIC_MODES:
+            raise UsageError(f"unknown ranking mode {mode!r}: use one of {', '.join(SEMANTIC_MODES)}.")
+        from korg_bridge.recall.semantic.vectors import similarities
+
+        embedder = self.embedder
+        query_vector = embedder.embed([query])[0]
+        ids, sims = _allowed(
+            index, filters, *similarities(index, embedder.model_id, embedder.dim, query_vector)
+        )
+        if mode == "semantic":
+            return _semantic(ids, sims, min_score)
+        when = time.time() if self.now is None else self.now
+        return _hybrid(index, query, ids, sims, filters, self.weights, top_n, when)
 
 
 def explain(
@@ -401,16 +398,8 @@ def explain(
         query_vector = embedder.embed([query])[0]
         for event_id, rows in vectors_of(index, embedder.model_id, embedder.dim, present).items():
             cosines[event_id] = float((rows @ query_vector).max())
-        ranked = rank(
-            index,
-            query,
-            mode="hybrid",
-            embedder=embedder,
-            filters=Filters(sources=None),
-            min_score=0.0,
-            weights=weights,
-            top_n=1,
-            now=now,
+        ranked = SemanticRanker(embedder, weights, now).rank(
+            index, query, mode="hybrid", filters=Filters(sources=None), min_score=0.0, top_n=1
         )
         hybrid = {item.event_id: item.score for item in ranked}
     when = time.time() if now is None else now

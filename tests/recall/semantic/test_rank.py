@@ -22,7 +22,7 @@ import pytest
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.cli import app as cli
-from korg_bridge.recall.semantic.rank import Weights, parse_weights
+from korg_bridge.recall.semantic.rank import SemanticRanker, Weights, parse_weights
 from tests.helpers.models import HAVE_MODEL, MODEL_DIR, lay_out_hub_cache, needs_model
 
 REPO = Path(__file__).resolve().parents[3]
@@ -520,7 +520,7 @@ def test_hybrid_ranks_events_without_vectors_by_keywords_never_below_them(
             top_n=3,
             min_score=0.3,
             sources=[ledgers],
-            embedder=embedder,
+            ranker=SemanticRanker(embedder),
         )
     assert hits[0].snippet == "database backup script for the nightly cron"
     breakdown = hits[0].breakdown

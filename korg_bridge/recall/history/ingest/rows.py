@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from korg_bridge.errors import LineError
 from korg_bridge.recall.history.ingest.event import Event, ToolResult
 from korg_bridge.recall.history.ingest.text import result_texts, searchable
 from korg_bridge.recall.history.query.timeparse import iso_to_epoch
@@ -61,10 +62,6 @@ _encode = json.JSONEncoder(
 ).encode
 """One encoder for every row: ``json.dumps`` with options builds a new one per call. No cycle
 check (10 % of an encode): every value stored comes from parsed JSON, which has none."""
-
-
-class LineError(Exception):
-    """A line that cannot become rows; the message is the reason ``stats`` shows for it."""
 
 
 def bindable(text: str) -> str:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from korg_bridge._fs.lines import MAX_LINE_BYTES
+from korg_bridge.errors import WorkerFailed
 from korg_bridge.recall.history.ingest.batches import (
     BATCH_BYTES,
     WORKER_MIN_BYTES,
@@ -64,10 +65,6 @@ PIPE_BYTES = 1024 * 1024
 _HEADER = 8
 _END = 0
 """A zero-length frame: every batch was sent."""
-
-
-class _WorkerFailed(Exception):
-    """The worker stopped short; the message says how."""
 
 
 def _cpus() -> int:
@@ -110,7 +107,7 @@ def parsed_batches(
                 done.add(batch.path)
             yield batch
         return
-    except _WorkerFailed as exc:
+    except WorkerFailed as exc:
         logger.warning("recall parsing worker failed (%s); reading the rest in this process", exc)
     # Carry on where the worker stopped: the file it was in the middle of, then the others.
     projects = ProjectCache()
@@ -134,7 +131,7 @@ def _from_worker(work: Sequence[Work], batch_bytes: int, max_line: int) -> Itera
             env=env,
         )
     except OSError as exc:
-        raise _WorkerFailed(f"cannot start {sys.executable}: {exc.strerror or exc}") from exc
+        raise WorkerFailed(f"cannot start {sys.executable}: {exc.strerror or exc}") from exc
     assert proc.stdin is not None and proc.stdout is not None
     try:
         _grow_pipe(proc.stdout.fileno())
@@ -145,23 +142,23 @@ def _from_worker(work: Sequence[Work], batch_bytes: int, max_line: int) -> Itera
             _write_all(proc.stdin.fileno(), request)
             proc.stdin.close()
         except OSError as exc:
-            raise _WorkerFailed(f"it would not take its work: {exc}") from exc
+            raise WorkerFailed(f"it would not take its work: {exc}") from exc
         fd = proc.stdout.fileno()
         while True:
             header = _read_exact(fd, _HEADER)
             if header is None:
-                raise _WorkerFailed(f"it exited early (status {proc.wait(EXIT_TIMEOUT_S)})")
+                raise WorkerFailed(f"it exited early (status {proc.wait(EXIT_TIMEOUT_S)})")
             size = int.from_bytes(header, "big")
             if size == _END:
                 return
             payload = _read_exact(fd, size)
             if payload is None:
-                raise _WorkerFailed("it exited in the middle of a batch")
+                raise WorkerFailed("it exited in the middle of a batch")
             item = pickle.loads(payload)
             if isinstance(item, str):
-                raise _WorkerFailed(item)
+                raise WorkerFailed(item)
             if not isinstance(item, Batch):
-                raise _WorkerFailed(f"it sent a {type(item).__name__} instead of a batch")
+                raise WorkerFailed(f"it sent a {type(item).__name__} instead of a batch")
             yield item
     finally:
         _stop(proc)
@@ -191,7 +188,7 @@ def _write_all(fd: int, data: bytes) -> None:
         remaining = deadline - time.monotonic()
         ready = select.select([], [fd], [], max(0.0, remaining))[1] if remaining > 0 else []
         if not ready:
-            raise _WorkerFailed(f"it took no work for {FRAME_TIMEOUT_S:g} s")
+            raise WorkerFailed(f"it took no work for {FRAME_TIMEOUT_S:g} s")
         try:
             written = os.write(fd, view)
         except BlockingIOError:
@@ -200,14 +197,14 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _read_exact(fd: int, size: int) -> bytes | None:
-    """``size`` bytes from ``fd``; None at end of file; :class:`_WorkerFailed` past the timeout."""
+    """``size`` bytes from ``fd``; None at end of file; :class:`WorkerFailed` past the timeout."""
     deadline = time.monotonic() + FRAME_TIMEOUT_S
     buffer = bytearray()
     while len(buffer) < size:
         remaining = deadline - time.monotonic()
         ready = select.select([fd], [], [], max(0.0, remaining))[0] if remaining > 0 else []
         if not ready:
-            raise _WorkerFailed(f"no batch for {FRAME_TIMEOUT_S:g} s")
+            raise WorkerFailed(f"no batch for {FRAME_TIMEOUT_S:g} s")
         chunk = os.read(fd, min(size - len(buffer), PIPE_BYTES))
         if not chunk:
             return None

@@ -13,9 +13,10 @@ Two text modes, both over the flattened text of :mod:`korg_bridge.recall.history
   the corpus, not on the other hits), monotone, in 0 to 1; one rare term
   matched scores about 0.6, several matched terms 0.8 and more.
 
-``semantic`` and ``hybrid`` rank with embeddings (:mod:`korg_bridge.recall.semantic.rank`)
-and need an :class:`~korg_bridge.recall.semantic.embed.Embedder`; they are imported
-only when asked for, so the two modes above never load numpy.
+``semantic`` and ``hybrid`` rank with embeddings and need a
+:class:`~korg_bridge.recall.history.query.hits.Ranker` from the caller (the one that loaded
+the model builds a :class:`~korg_bridge.recall.semantic.rank.SemanticRanker`): history never
+imports the semantic layer, so the two modes above never load numpy.
 
 ``min_score`` is the cosine floor of the semantic mode. Hybrid, keyword and
 substring do not apply it: in hybrid every candidate with a keyword match or a
@@ -38,7 +39,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.history.index import Index
@@ -51,7 +52,7 @@ from korg_bridge.recall.history.query.fts import (
     quote_fts,
     substring_sql,
 )
-from korg_bridge.recall.history.query.hits import Hit
+from korg_bridge.recall.history.query.hits import Hit, Ranked, Ranker
 from korg_bridge.recall.history.query.keyword import Rank, full_ranking, ranking
 from korg_bridge.recall.history.query.scores import KEYWORD_HALF_SCORE, keyword_score
 from korg_bridge.recall.history.query.snippets import make_snippet
@@ -59,10 +60,8 @@ from korg_bridge.recall.history.query.timeparse import iso_to_epoch
 
 if TYPE_CHECKING:
     from korg_bridge.recall.history.query.hits import Breakdown
-    from korg_bridge.recall.semantic.model import Embedder
-    from korg_bridge.recall.semantic.rank import Ranked, Weights
 
-__all__ = ["MODES", "TEXT_MODES", "search"]
+__all__ = ["MODES", "TEXT_MODES", "EventFilters", "search"]
 
 MODES = ("substring", "keyword", "semantic", "hybrid")
 TEXT_MODES = ("substring", "keyword")
@@ -129,6 +128,18 @@ class _Collector:
         )
 
 
+class EventFilters(TypedDict, total=False):
+    """Which events :func:`search` may return, besides those from files under its ``sources``."""
+
+    tool_filter: Sequence[str]
+    agent_filter: Sequence[str]
+    since: float | None
+    """Epoch seconds; events before it are left out."""
+    until: float | None
+    project: str | None
+    """A project root (see :func:`~korg_bridge.recall.project.project_root`): only its events."""
+
+
 def search(
     index: Index,
     query: str,
@@ -137,30 +148,21 @@ def search(
     top_n: int,
     min_score: float,
     sources: Sequence[Path],
-    tool_filter: Sequence[str] = (),
-    agent_filter: Sequence[str] = (),
-    since: float | None = None,
-    until: float | None = None,
-    project: str | None = None,
-    embedder: Embedder | None = None,
-    weights: Weights | None = None,
-    now: float | None = None,
+    ranker: Ranker | None = None,
+    **filters: Unpack[EventFilters],
 ) -> list[Hit]:
     """Return the best ``top_n`` events for ``query`` among those from files under ``sources``.
 
     ``min_score`` applies to semantic and hybrid only (see the module
-    docstring). ``project`` is a project root (see
-    :func:`~korg_bridge.recall.project.project_root`): only its events. ``embedder`` is required by those two modes, ``weights``
-    (default :class:`~korg_bridge.recall.semantic.rank.Weights`) and ``now`` (for
-    recency; default the current time) are used by hybrid. A keyword or
-    substring query with no letter or digit, or a blank semantic query,
-    returns no hits.
+    docstring). ``ranker`` is required by those two modes; it carries what they
+    need (the embedder, hybrid's weights and clock). A keyword or substring
+    query with no letter or digit, or a blank semantic query, returns no hits.
 
     Raises:
-        UsageError: ``mode`` is unknown, or semantic/hybrid without an embedder.
+        UsageError: ``mode`` is unknown, or semantic/hybrid without a ranker.
         KorgError: the index cannot be read (locked past the busy timeout).
     """
-    if mode not in MODES or (mode not in TEXT_MODES and embedder is None):
+    if mode not in MODES or (mode not in TEXT_MODES and ranker is None):
         raise UsageError(
             f"search mode {mode!r} needs an embedding model; without one, use one of {', '.join(TEXT_MODES)}."
             if mode in MODES
@@ -174,31 +176,18 @@ def search(
     outside_sql, outside_params = outside_sources_sql(roots)
     # Usually every indexed file is under this call's sources: then no source filter at all.
     scoped = index.read(lambda conn: conn.execute(outside_sql, outside_params).fetchone() is not None)
-    filters = Filters(
+    where = Filters(
         sources=roots if scoped else None,
-        tools=tuple(tool_filter),
-        agents=tuple(agent_filter),
-        since=since,
-        until=until,
-        project=project,
+        tools=tuple(filters.get("tool_filter", ())),
+        agents=tuple(filters.get("agent_filter", ())),
+        since=filters.get("since"),
+        until=filters.get("until"),
+        project=filters.get("project"),
     )
-    if embedder is not None and mode not in TEXT_MODES:
+    if ranker is not None and mode not in TEXT_MODES:
         if not query.strip():
             return []
-        from korg_bridge.recall.semantic.rank import Weights as DefaultWeights
-        from korg_bridge.recall.semantic.rank import rank
-
-        ranked = rank(
-            index,
-            query,
-            mode=mode,
-            embedder=embedder,
-            filters=filters,
-            min_score=min_score,
-            weights=weights or DefaultWeights(),
-            top_n=top_n,
-            now=now,
-        )
+        ranked = ranker.rank(index, query, mode=mode, filters=where, min_score=min_score, top_n=top_n)
         terms = query_terms(query)
         return index.read(lambda conn: _ranked(_Collector(conn, terms, top_n), ranked))
     if mode == "keyword":
@@ -206,11 +195,11 @@ def search(
         if not match:
             return []
         terms = query_terms(query)
-        return index.read(lambda conn: _keyword(_Collector(conn, terms, top_n), match, filters))
+        return index.read(lambda conn: _keyword(_Collector(conn, terms, top_n), match, where))
     terms = query_terms(query, drop_stopwords=False)
     if not terms:
         return []
-    return index.read(lambda conn: _substring(_Collector(conn, terms, top_n), filters))
+    return index.read(lambda conn: _substring(_Collector(conn, terms, top_n), where))
 
 
 def _keyword(collector: _Collector, match: str, filters: Filters) -> list[Hit]:

@@ -46,7 +46,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,22 +121,7 @@ def refresh(store: Store, ctx: Context, scopes: Sequence[str]) -> list[str]:
     places += instruction_places(ctx, scopes)
     with store.reading() as tx:
         recorded = records.file_rows(tx, folders=[place.folder for place in places])
-    work: list[tuple[Place, Path, str, FileRow | None]] = []
-    gone: list[FileRow] = []
-    for place in places:
-        seen: set[str] = set()
-        for path, label in place.files:
-            seen.add(str(path))
-            row = recorded.get(str(path))
-            if row is not None and _settled(path, row):
-                continue
-            work.append((place, path, label, row))
-        if place.complete:
-            gone += [
-                row
-                for key, row in recorded.items()
-                if row.folder == place.folder and key not in seen and row.status not in ("gone", "archived")
-            ]
+    work, gone = _changes(places, recorded)
     if not work and not gone and not updates:
         return []
     reader = dataclasses.replace(ctx, actor=READER, is_agent=False)
@@ -161,6 +146,30 @@ def refresh(store: Store, ctx: Context, scopes: Sequence[str]) -> list[str]:
     for problem in done.problems:
         logger.info("claude code memory: %s", problem)
     return done.problems
+
+
+def _changes(
+    places: Sequence[Place], recorded: Mapping[str, FileRow]
+) -> tuple[list[tuple[Place, Path, str, FileRow | None]], list[FileRow]]:
+    """The files to take in (new, or their ``stat`` moved) and the recorded ones no longer there
+    (only of a place whose listing is complete: a partial listing proves nothing gone)."""
+    work: list[tuple[Place, Path, str, FileRow | None]] = []
+    gone: list[FileRow] = []
+    for place in places:
+        seen: set[str] = set()
+        for path, label in place.files:
+            seen.add(str(path))
+            row = recorded.get(str(path))
+            if row is not None and _settled(path, row):
+                continue
+            work.append((place, path, label, row))
+        if place.complete:
+            gone += [
+                row
+                for key, row in recorded.items()
+                if row.folder == place.folder and key not in seen and row.status not in ("gone", "archived")
+            ]
+    return work, gone
 
 
 def _settled(path: Path, row: FileRow) -> bool:

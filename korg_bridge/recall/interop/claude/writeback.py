@@ -269,37 +269,52 @@ def _write_topic(conn: Tx, ctx: Context, version: Version, row: FileRow | None, 
             )
             return []
         if mine and row is not None and row.status == "ours" and snapshot.data is not None:
-            if _sha(snapshot.data) != row.sha256:
-                return [
-                    f"{candidate} was edited since korg-recall wrote it; left as it is (the edit is read next)"
-                ]
-            try:
-                kept = rewrite_topic(snapshot.data.decode("utf-8"), version)
-            except UnicodeDecodeError:
-                kept = None
-            if kept is None:
-                return [f"{candidate}'s front matter is not in a shape korg-recall edits; left as it is"]
-            data = kept.encode("utf-8")
+            edited = _edit_of_ours(candidate, snapshot.data, row, version)
+            if isinstance(edited, list):
+                return edited
+            data = edited
             if snapshot.data == data:
                 return []
         try:
             replace(snapshot, data, lock=lock)
         except Changed as exc:
             return [exc.message]
-        info = os.stat(snapshot.path)
-        if (
-            records.folder_row(conn, str(folder.parent)) is None
-        ):  # a folder korg-recall made: its project is known
-            records.put_folder(conn, records.FolderRow(str(folder.parent), root, "writeback", 0))
-        records.put_file(
-            conn,
-            FileRow(str(candidate), WRITEBACK, version.scope, str(folder), "ours", [version.id], [], info.st_size,
-                    info.st_mtime_ns, _sha(data)),
-        )  # fmt: skip
-        if row is not None and row.path != str(candidate):
-            records.drop_file(conn, row.path)
+        _record_written(conn, version, row, candidate, folder, data)
         return []
     return [f"{version.id}: {NAMES_TRIED} names for its topic file are taken in {folder}"]
+
+
+def _edit_of_ours(candidate: Path, current: bytes, row: FileRow, version: Version) -> bytes | list[str]:
+    """The new bytes of a topic file korg-recall wrote and still finds as it left it (its front
+    matter rewritten, the body kept), or why it is left alone: edited since, or not in a shape we edit."""
+    if _sha(current) != row.sha256:
+        return [f"{candidate} was edited since korg-recall wrote it; left as it is (the edit is read next)"]
+    try:
+        kept = rewrite_topic(current.decode("utf-8"), version)
+    except UnicodeDecodeError:
+        kept = None
+    if kept is None:
+        return [f"{candidate}'s front matter is not in a shape korg-recall edits; left as it is"]
+    return kept.encode("utf-8")
+
+
+def _record_written(
+    conn: Tx, version: Version, row: FileRow | None, candidate: Path, folder: Path, data: bytes
+) -> None:
+    """Record the topic file just written as ours (and its folder's project, when korg-recall made it)."""
+    info = os.stat(candidate)
+    if (
+        records.folder_row(conn, str(folder.parent)) is None
+    ):  # a folder korg-recall made: its project is known
+        root = version.scope.removeprefix("project:")
+        records.put_folder(conn, records.FolderRow(str(folder.parent), root, "writeback", 0))
+    records.put_file(
+        conn,
+        FileRow(str(candidate), WRITEBACK, version.scope, str(folder), "ours", [version.id], [], info.st_size,
+                info.st_mtime_ns, _sha(data)),
+    )  # fmt: skip
+    if row is not None and row.path != str(candidate):
+        records.drop_file(conn, row.path)
 
 
 def _archive(conn: Tx, row: FileRow, lock: Path) -> list[str]:

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from korg_bridge.errors import FrontMatterError
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.scopes import mirror_dir_of
 
@@ -40,10 +41,6 @@ _KEY_PREFIX = re.compile(r"^[ ]*[A-Za-z_][\w-]*\s*:")
 MAX_DEPTH = 4
 """Blocks nested deeper than this are refused (Claude Code nests one level)."""
 _FLOW_ITEM = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\'(?:[^\']|\'\')*\'|[^,]*)\s*(?:,|$)')
-
-
-class FrontMatterError(ValueError):
-    """A mirror file whose front matter cannot be read; it is reported, never touched."""
 
 
 def _scalar(value: object) -> str:

@@ -44,6 +44,7 @@ def golden(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Index, An
 
 def found_in_top5(index: Index, embedder: Any, mode: str) -> set[str]:
     from korg_bridge.recall.history.query.search import search
+    from korg_bridge.recall.semantic.rank import SemanticRanker
 
     found = set()
     for item in queries():
@@ -54,7 +55,7 @@ def found_in_top5(index: Index, embedder: Any, mode: str) -> set[str]:
             top_n=5,
             min_score=0.3,
             sources=[GOLDEN / "ledger"],
-            embedder=embedder,
+            ranker=SemanticRanker(embedder),
         )
         if (item["session"], item["seq"]) in [(hit.session, hit.seq) for hit in hits]:
             found.add(f"{item['kind']}:{item['target']}")

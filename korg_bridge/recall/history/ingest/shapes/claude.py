@@ -109,12 +109,7 @@ def _file_session(source: str) -> str:
 def parse(obj: Mapping[str, Any], shape: str, where: Where, state: State) -> list[Event | ToolResult]:
     """The events and tool results of one line (none for bookkeeping lines)."""
     kind = obj.get("type")
-    cwd = obj.get("cwd")
-    if isinstance(cwd, str) and cwd:
-        if state.get("cwd") != cwd:
-            state["cwd"] = cwd
-    else:
-        cwd = state.get("cwd")
+    cwd = _remember_cwd(obj, state)
     if kind == "summary":
         return _title(obj, where)
     message = obj.get("message")
@@ -122,22 +117,7 @@ def parse(obj: Mapping[str, Any], shape: str, where: Where, state: State) -> lis
         return []
     session = record_session(obj) or _file_session(where.source)
     timestamp = normalize_timestamp(obj.get("timestamp"))
-    base: dict[str, Any] = {}
-    parent = obj.get("parent_tool_use_id")
-    sidechain = obj.get("isSidechain") is True or isinstance(parent, str)
-    if sidechain:
-        base["sidechain"] = True
-        if isinstance(parent, str):
-            base["parent_tool_use_id"] = parent
-    if obj.get("isMeta") is True:
-        base["meta"] = True
-    agent_id = obj.get("agentId")
-    if isinstance(agent_id, str) and agent_id:
-        base["agent_id"] = agent_id
-    branch = obj.get("gitBranch")
-    if isinstance(branch, str) and branch:
-        base["git_branch"] = branch
-
+    base, sidechain = _context(obj)
     content = message.get("content")
     blocks: list[Any] = [{"type": "text", "text": content}] if isinstance(content, str) else []
     if isinstance(content, list):
@@ -192,6 +172,37 @@ def parse(obj: Mapping[str, Any], shape: str, where: Where, state: State) -> lis
                 )
             )
     return out
+
+
+def _remember_cwd(obj: Mapping[str, Any], state: State) -> Any:
+    """The line's ``cwd``, or the last one seen in the file (stream-json messages carry none)."""
+    cwd = obj.get("cwd")
+    if isinstance(cwd, str) and cwd:
+        if state.get("cwd") != cwd:
+            state["cwd"] = cwd
+        return cwd
+    return state.get("cwd")
+
+
+def _context(obj: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The ``extra`` every event of the line shares (what a hit is judged by), and whether the
+    line is a sub-agent's (its prompt was written by the parent agent)."""
+    base: dict[str, Any] = {}
+    parent = obj.get("parent_tool_use_id")
+    sidechain = obj.get("isSidechain") is True or isinstance(parent, str)
+    if sidechain:
+        base["sidechain"] = True
+        if isinstance(parent, str):
+            base["parent_tool_use_id"] = parent
+    if obj.get("isMeta") is True:
+        base["meta"] = True
+    agent_id = obj.get("agentId")
+    if isinstance(agent_id, str) and agent_id:
+        base["agent_id"] = agent_id
+    branch = obj.get("gitBranch")
+    if isinstance(branch, str) and branch:
+        base["git_branch"] = branch
+    return base, sidechain
 
 
 def _title(obj: Mapping[str, Any], where: Where) -> list[Event | ToolResult]:

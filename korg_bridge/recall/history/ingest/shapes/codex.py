@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -80,18 +80,9 @@ def parse(obj: Mapping[str, Any], shape: str, where: Where, state: State) -> lis
     """The events and tool results of one rollout line (see the module docstring)."""
     kind = obj["type"]
     payload: Mapping[str, Any] = obj["payload"]
-    if kind == "session_meta":
-        _remember(state, "session", payload.get("id"))
-        _remember(state, "cwd", payload.get("cwd"))
-        git = payload.get("git")
-        if isinstance(git, MAP):
-            _remember(state, "git_branch", git.get("branch"))
+    if kind in ("session_meta", "turn_context"):
+        _remember_context(kind, payload, state)
         return []
-    if kind == "turn_context":
-        _remember(state, "cwd", payload.get("cwd"))
-        _remember(state, "model", payload.get("model"))
-        return []
-    ptype = payload.get("type")
     timestamp = normalize_timestamp(obj.get("timestamp"))
 
     def event(tool: str, args: Any, result: Any = None, success: bool | None = None, **extra: Any) -> Event:
@@ -119,19 +110,36 @@ def parse(obj: Mapping[str, Any], shape: str, where: Where, state: State) -> lis
         summary = text_of(payload.get("message"))
         return [event("compact_summary", {"prompt": summary})] if summary else []
     if kind == "event_msg":
-        typed = text_of(payload.get("message")) if ptype == "user_message" else None
+        typed = text_of(payload.get("message")) if payload.get("type") == "user_message" else None
         return [event("user_prompt", {"prompt": typed})] if typed else []
+    return _response_item(payload, state, event, timestamp)
+
+
+_Emit = Callable[..., Event]
+"""Builds one event of the line being parsed (its session, agent, cwd and branch from the state)."""
+
+
+def _remember_context(kind: str, payload: Mapping[str, Any], state: State) -> None:
+    """What later lines of the rollout inherit: session, cwd and branch (``session_meta``), cwd and model
+    (``turn_context``)."""
+    if kind == "turn_context":
+        _remember(state, "cwd", payload.get("cwd"))
+        _remember(state, "model", payload.get("model"))
+        return
+    _remember(state, "session", payload.get("id"))
+    _remember(state, "cwd", payload.get("cwd"))
+    git = payload.get("git")
+    if isinstance(git, MAP):
+        _remember(state, "git_branch", git.get("branch"))
+
+
+def _response_item(
+    payload: Mapping[str, Any], state: State, event: _Emit, timestamp: str | None
+) -> list[Event | ToolResult]:
+    """A ``response_item`` line: a message, a tool call, its output, or a web search."""
+    ptype = payload.get("type")
     if ptype == "message":
-        role = payload.get("role")
-        text = blocks_text(payload.get("content")).strip()
-        if not text:
-            return []
-        if role == "assistant":
-            model = state.get("model")
-            return [event("llm_inference", {"model": model} if model else {}, {"text": text})]
-        if role == "user" and text.startswith(_INJECTED):
-            return [event("system_note", {"prompt": text})]
-        return []  # a typed prompt's echo (its event_msg is indexed) or Codex's own instructions
+        return _message(payload, state, event)
     if ptype in _CALLS:
         name = payload.get("name") if ptype != "local_shell_call" else "local_shell"
         call_id = payload.get("call_id")
@@ -157,6 +165,20 @@ def parse(obj: Mapping[str, Any], shape: str, where: Where, state: State) -> lis
             )
         ]
     return []
+
+
+def _message(payload: Mapping[str, Any], state: State, event: _Emit) -> list[Event | ToolResult]:
+    """The assistant's text, or text Codex injected into the user role; nothing for a typed prompt's echo."""
+    role = payload.get("role")
+    text = blocks_text(payload.get("content")).strip()
+    if not text:
+        return []
+    if role == "assistant":
+        model = state.get("model")
+        return [event("llm_inference", {"model": model} if model else {}, {"text": text})]
+    if role == "user" and text.startswith(_INJECTED):
+        return [event("system_note", {"prompt": text})]
+    return []  # a typed prompt's echo (its event_msg is indexed) or Codex's own instructions
 
 
 def _remember(state: State, key: str, value: Any) -> None:

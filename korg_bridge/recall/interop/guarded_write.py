@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from korg_bridge._fs.durable import fsync_folder, reserve, write_all
+from korg_bridge._fs.safe_read import NotRegular, RegularFile
 from korg_bridge.errors import ConfigError, KorgError
 
 __all__ = ["Changed", "Snapshot", "locked", "read_capped", "remove", "replace", "take"]
@@ -60,13 +61,13 @@ def read_capped(path: Path, cap: int, *, follow: bool = True) -> bytes | None:
     Raises:
         ConfigError: not a regular file (or, with ``follow=False``, a symlink), over ``cap``, or unreadable.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    if not follow:
-        flags |= os.O_NOFOLLOW
+    file = RegularFile(path, follow=follow)
     try:
-        fd = os.open(path, flags)
+        file.open()
     except FileNotFoundError:
         return None
+    except NotRegular as exc:
+        raise ConfigError(f"{path} is not a regular file; korg-recall changes only regular files.") from exc
     except OSError as exc:
         if not follow and exc.errno == errno.ELOOP:
             raise ConfigError(
@@ -74,18 +75,12 @@ def read_capped(path: Path, cap: int, *, follow: bool = True) -> bytes | None:
                 "through a link."
             ) from exc
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}. Check its permissions.") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"{path} is not a regular file; korg-recall changes only regular files.")
-        data = os.read(fd, cap + 1)
-        while len(data) <= cap and (chunk := os.read(fd, cap + 1 - len(data))):
-            data += chunk
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from exc
-    finally:
-        os.close(fd)
-    if len(data) > cap:
+    with file:
+        try:
+            data, over = file.read(cap)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from exc
+    if over:
         raise ConfigError(f"{path} is over {cap} bytes; korg-recall does not change a file that large.")
     return data
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from korg_bridge._fs.safe_read import read_head, read_regular
 from korg_bridge.config import ENV_RECALL_MODEL, ENV_RECALL_MODEL_DIR
 from korg_bridge.errors import DependencyMissing
 from korg_bridge.recall.paths import model_cache_dir
@@ -106,9 +107,17 @@ def _pull_manifest(env: Mapping[str, str], model: str) -> Path:
     return model_cache_dir(env) / (model.replace("/", "--") + "." + MANIFEST)
 
 
+JSON_CAP = 16 * 1024 * 1024
+"""Bytes read of a model folder's JSON file: its configs are a few KB, a tokenizer a few MB."""
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in the regular file ``path``; None when it is missing, not a regular file
+    (a FIFO there must not hang a command that only asks whether a model is present), over
+    :data:`JSON_CAP`, or not a JSON object."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        got = read_regular(path, JSON_CAP)
+        value = json.loads(got.data.decode("utf-8")) if not got.over else None
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
@@ -121,8 +130,7 @@ def positive_int(value: Any) -> int | None:
 def _fingerprint(path: Path) -> str:
     """A cheap, copy-stable identity for an undescribed ONNX file: its size and first MiB."""
     try:
-        with path.open("rb") as fh:
-            head = fh.read(1 << 20)
+        head = read_head(path, 1 << 20)
         size = path.stat().st_size
     except OSError:
         return "unreadable"

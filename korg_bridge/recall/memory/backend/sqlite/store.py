@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from korg_bridge._fs.durable import reserve
+from korg_bridge._fs.safe_read import read_head
 from korg_bridge.config import ENV_RECALL_STORE
 from korg_bridge.errors import ConfigError, KorgError
 from korg_bridge.recall.history.migrations import SchemaMismatch, applied, migrate
@@ -197,8 +198,7 @@ class SqliteStore:
         if info.st_size == 0:
             return
         try:
-            with open(self.path, "rb") as handle:
-                head = handle.read(len(_SQLITE_MAGIC))
+            head = read_head(self.path, len(_SQLITE_MAGIC))
         except OSError as exc:
             raise ConfigError(
                 f"cannot read the memory store {self.path}: {exc.strerror or exc}. Check its permissions."

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from korg_bridge._fs.safe_read import READ_FLAGS
-from korg_bridge.config import ENV_RECALL_BACKGROUND, ENV_RECALL_INDEX
+from korg_bridge.config import ENV_RECALL_INDEX
 from korg_bridge.errors import KorgError
 
 __all__ = [
@@ -95,9 +95,9 @@ def background_enabled(env: Mapping[str, str]) -> bool:
     Raises:
         ConfigError: not a yes/no value.
     """
-    from korg_bridge.config import switch
+    from korg_bridge.config import background
 
-    return switch(env, ENV_RECALL_BACKGROUND, True)
+    return background(env)
 
 
 def lock_path(index_path: Path) -> Path:

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from korg_bridge._fs.safe_read import read_head, read_regular
-from korg_bridge.config import ENV_RECALL_MODEL, ENV_RECALL_MODEL_DIR
+from korg_bridge.config import ENV_RECALL_MODEL_DIR, model_name
 from korg_bridge.errors import DependencyMissing
-from korg_bridge.recall.paths import model_cache_dir
+from korg_bridge.recall.paths import model_cache_dir, model_dir_setting
 
 if TYPE_CHECKING:
     import numpy
@@ -100,7 +100,7 @@ class ModelSpec:
 
 
 def _named_model(env: Mapping[str, str]) -> str:
-    return env.get(ENV_RECALL_MODEL, "").strip() or DEFAULT_MODEL
+    return model_name(env) or DEFAULT_MODEL
 
 
 def _pull_manifest(env: Mapping[str, str], model: str) -> Path:
@@ -150,7 +150,7 @@ def _dir_spec(directory: Path, env: Mapping[str, str]) -> ModelSpec:
             normalize=bool(manifest.get("normalize", True)),
             max_tokens=positive_int(manifest.get("max_seq_length")),
         )
-    named = env.get(ENV_RECALL_MODEL, "").strip()
+    named = model_name(env)
     if named:
         # fastembed knows this model's file name, pooling and dimension.
         return ModelSpec(
@@ -172,7 +172,7 @@ def resolve_model(env: Mapping[str, str]) -> ModelSpec | None:
 
     Reads only small JSON files and directory entries: safe on the cold path.
     """
-    raw_dir = env.get(ENV_RECALL_MODEL_DIR, "").strip()
+    raw_dir = model_dir_setting(env)
     if raw_dir:
         directory = Path(raw_dir).expanduser()
         spec = _dir_spec(directory, env)
@@ -217,7 +217,7 @@ def model_available(env: Mapping[str, str]) -> bool:
 
 
 def _missing_model_message(env: Mapping[str, str]) -> str:
-    raw_dir = env.get(ENV_RECALL_MODEL_DIR, "").strip()
+    raw_dir = model_dir_setting(env)
     if raw_dir:
         return (
             f"{ENV_RECALL_MODEL_DIR}={raw_dir} holds no usable model (needs model.onnx, tokenizer.json, "

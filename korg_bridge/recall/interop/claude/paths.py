@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from korg_bridge._fs.safe_read import read_head
-from korg_bridge.config import ENV_RECALL_CLAUDE_MEMORY, switch
+from korg_bridge.config import claude_memory
 from korg_bridge.recall.paths import claude_home, codex_home
 from korg_bridge.recall.project import project_root
 
@@ -222,7 +222,7 @@ def may_hold_memories(env: Mapping[str, str], scopes: Sequence[str]) -> bool:
     where = store_location(env)
     if where.path is None or where.path.exists():
         return True
-    if not switch(env, ENV_RECALL_CLAUDE_MEMORY, True):
+    if not claude_memory(env):
         return False
     try:
         with os.scandir(projects_dir(env)) as projects:

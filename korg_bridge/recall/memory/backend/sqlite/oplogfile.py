@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge._fs.safe_read import NotRegular, RegularFile, not_regular
-from korg_bridge.config import ENV_LEDGER_KEY
+from korg_bridge.config import ledger_key
 from korg_bridge.errors import KorgError
 from korg_bridge.recall.memory.records import iso
 from korg_bridge.recall.paths import OPLOG_NAME
@@ -212,8 +212,7 @@ def flush(store: Any, env: Mapping[str, str]) -> str | None:
         message = f"{path} is {kind}, not the operation log; the entries stay queued. Move it aside"
         logger.warning("memory operation log: %s", message)
         return message
-    key = env.get(ENV_LEDGER_KEY)
-    writer = LedgerWriter(path, key=key.encode("utf-8") if key else None)
+    writer = LedgerWriter(path, key=ledger_key(env))
     try:
         with store.write() as tx:
             rows = tx.execute("SELECT seq, op_id, entry FROM oplog_pending ORDER BY seq").fetchall()

@@ -26,7 +26,7 @@ from tests.helpers.memory import git_repo, run
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 
-BOUND = 60.0
+BOUND = 120.0
 """Seconds one command may take: far above any of these calls, far below forever."""
 
 

@@ -10,11 +10,12 @@ write-back), and then like this:
    not -- regular files only, without blocking on a FIFO, capped -- and
    remembers its bytes;
 2. the new bytes go to a temp file beside the target (same file system, so the
-   rename is atomic), written whole, ``fsync``-ed, with the target's mode;
+   rename is atomic), written whole, ``fsync``-ed, with the target's mode
+   (:func:`korg_bridge._fs.durable.stage`);
 3. under an exclusive lock, the target is read again: if its bytes are not the
    ones read in step 1 (Claude Code or a person changed it meanwhile), nothing
    is replaced and :class:`Changed` says so; otherwise the temp file is
-   renamed over it and the folder ``fsync``-ed.
+   renamed over it and the folder ``fsync``-ed (:func:`korg_bridge._fs.durable.publish`).
 
 The lock serialises korg-recall processes; another program does not take it, so
 a write landing between the check and the rename (microseconds) is the one
@@ -32,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from korg_bridge._fs.durable import fsync_folder, reserve, write_all
+from korg_bridge._fs.durable import fsync_folder, publish, stage
 from korg_bridge._fs.safe_read import NotRegular, RegularFile
 from korg_bridge.errors import ConfigError, KorgError
 
@@ -142,24 +143,17 @@ def replace(snapshot: Snapshot, data: bytes, *, lock: Path) -> None:
     target = snapshot.path
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = reserve(target.parent / f".{target.name}.korg-recall.tmp", mode=0o600)
+        tmp = stage(target, data, mode=snapshot.mode)
     except OSError as exc:
-        raise ConfigError(f"cannot write beside {target}: {exc.strerror or exc}. Check permissions.") from exc
+        raise ConfigError(
+            f"cannot write beside {target}: {exc.strerror or exc}. Check free space and permissions."
+        ) from exc
     try:
-        fd = os.open(tmp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            write_all(fd, data)
-            os.fchmod(fd, snapshot.mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         with locked(lock):
             if not _unchanged(snapshot):
                 raise _changed(snapshot)
-            if snapshot.data is None:
-                os.link(tmp, target)  # fails if the name appeared meanwhile: never replaces
-            else:
-                os.replace(tmp, target)
+            # A file that did not exist is linked into place: that fails if the name appeared meanwhile.
+            publish(tmp, target, replace=snapshot.data is not None)
     except FileExistsError:
         raise _changed(snapshot) from None
     except OSError as exc:
@@ -168,8 +162,7 @@ def replace(snapshot: Snapshot, data: bytes, *, lock: Path) -> None:
         ) from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)  # the temp file (or its second name after link)
-    fsync_folder(target.parent)
+            os.unlink(tmp)  # not published: the change was refused
 
 
 def remove(snapshot: Snapshot, *, lock: Path) -> None:

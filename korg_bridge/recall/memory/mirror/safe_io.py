@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from korg_bridge._fs.durable import write_all
+from korg_bridge._fs.durable import write_synced
 from korg_bridge._fs.safe_read import NotRegular, read_regular
 
 __all__ = [
@@ -230,8 +230,7 @@ def write_atomic(root: Path, rel: str, text: str) -> FileState:
         fd = os.open(tmp, _TMP_FLAGS, 0o600, dir_fd=tmp_fd)
         try:
             try:
-                write_all(fd, data)
-                os.fsync(fd)
+                write_synced(fd, data)
             finally:
                 os.close(fd)
             os.rename(tmp, name, src_dir_fd=tmp_fd, dst_dir_fd=dir_fd)

@@ -413,7 +413,8 @@ def _prepare(path: Path) -> None:
     """
     check_audit_path(path)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        # O_NONBLOCK: a FIFO swapped in since the check is refused (ENXIO), never waited on.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
     except OSError as exc:
         raise _unwritable(path, exc.strerror or str(exc)) from exc
     os.close(fd)

@@ -4,6 +4,14 @@
 tools it runs (``KORG_BRIDGE_TENANT`` …), korg-recall reads them, and a name spelled twice is a
 name that can drift.
 
+**One typed accessor per setting.** No other module reads a ``KORG_*`` variable's text:
+:func:`writes_mode`, :func:`allow_secrets`, :func:`background`, :func:`mirror_on`,
+:func:`claude_memory`, :func:`claude_writeback`, :func:`ledger_key`, :func:`model_name`,
+:func:`audit_setting`, :func:`bridge_token`, :func:`allow_setting`, :func:`over_http`,
+:func:`tenant_from`, :func:`actor_from` and :func:`actor_by_token` here; the variables that name
+paths (index, store, ledgers, tenant ledgers file, project, model folder) in
+:mod:`korg_bridge.recall.paths`. A test scans the package for any other read.
+
 **Yes/no switches** all go through :func:`switch`.
 
 Each switch used to be read where it was needed, each with its own idea of "yes":
@@ -22,11 +30,38 @@ a ConfigError (exit 3)     anything else
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from typing import Literal
 
 from korg_bridge.errors import ConfigError
 
-__all__ = ["OFF_WORDS", "ON_WORDS", "STORE_URL_SCHEMES", "store_url", "switch"]
+__all__ = [
+    "ACTOR_MAX",
+    "OFF_WORDS",
+    "ON_WORDS",
+    "STORE_URL_SCHEMES",
+    "TENANT_NAME",
+    "WRITE_MODES",
+    "WritesMode",
+    "actor_by_token",
+    "actor_from",
+    "allow_secrets",
+    "allow_setting",
+    "audit_setting",
+    "background",
+    "bridge_token",
+    "claude_memory",
+    "claude_writeback",
+    "ledger_key",
+    "mirror_on",
+    "model_name",
+    "over_http",
+    "store_url",
+    "switch",
+    "tenant_from",
+    "writes_mode",
+]
 
 # --- korg-bridge ---------------------------------------------------------------------------------
 ENV_ALLOW = "KORG_INTROSPECT_MCP_ALLOW"
@@ -114,3 +149,165 @@ def store_url(env: Mapping[str, str]) -> str | None:
             "postgresql:// URL. Set it to one of those, or unset it for the default file."
         )
     return None
+
+
+def _text(env: Mapping[str, str], name: str) -> str:
+    """The variable's value without surrounding blanks ("" when unset)."""
+    return env.get(name, "").strip()
+
+
+# --- yes/no switches -------------------------------------------------------------------------------
+
+
+def allow_secrets(env: Mapping[str, str]) -> bool:
+    """``KORG_RECALL_ALLOW_SECRETS`` (default off): show secrets in history and memories alike.
+
+    Raises:
+        ConfigError: not a yes/no value.
+    """
+    return switch(env, ENV_RECALL_ALLOW_SECRETS, False)
+
+
+def background(env: Mapping[str, str]) -> bool:
+    """``KORG_RECALL_BACKGROUND`` (default on): whether a background indexer may be started.
+
+    Raises:
+        ConfigError: not a yes/no value.
+    """
+    return switch(env, ENV_RECALL_BACKGROUND, True)
+
+
+def claude_memory(env: Mapping[str, str]) -> bool:
+    """``KORG_RECALL_CLAUDE_MEMORY`` (default on): read Claude Code's memory folder.
+
+    Raises:
+        ConfigError: not a yes/no value.
+    """
+    return switch(env, ENV_RECALL_CLAUDE_MEMORY, True)
+
+
+def claude_writeback(env: Mapping[str, str]) -> bool:
+    """``KORG_RECALL_CLAUDE_WRITEBACK`` (default off): write memories into Claude Code's folder.
+
+    Raises:
+        ConfigError: not a yes/no value.
+    """
+    return switch(env, ENV_RECALL_CLAUDE_WRITEBACK, False)
+
+
+def mirror_on(env: Mapping[str, str]) -> bool:
+    """Whether the Markdown mirror runs: ``KORG_RECALL_MIRROR`` (default on) for a SQLite store;
+    never for a team store, whose memories are not one person's files.
+
+    Raises:
+        ConfigError: a bad yes/no value, or the mirror asked for with a team store.
+    """
+    wanted = switch(env, ENV_RECALL_MIRROR, True)
+    if _text(env, ENV_RECALL_STORE).startswith(STORE_URL_SCHEMES):
+        if _text(env, ENV_RECALL_MIRROR) and wanted:
+            raise ConfigError(
+                f"{ENV_RECALL_MIRROR}={env[ENV_RECALL_MIRROR]!r}: a PostgreSQL memory store has no Markdown mirror "
+                f"(a team store is not one person's folder of files). Unset {ENV_RECALL_MIRROR}, or export with "
+                "`korg-recall export --format markdown`."
+            )
+        return False
+    return wanted
+
+
+# --- values ----------------------------------------------------------------------------------------
+
+WritesMode = Literal["auto", "confirm", "off"]
+WRITE_MODES: tuple[WritesMode, ...] = ("auto", "confirm", "off")
+
+
+def writes_mode(env: Mapping[str, str]) -> WritesMode:
+    """``KORG_RECALL_WRITES``: ``auto`` (default), ``confirm`` (agents' writes wait for a person) or ``off``.
+
+    Raises:
+        ConfigError: any other value.
+    """
+    writes = _text(env, ENV_RECALL_WRITES).lower() or "auto"
+    if writes not in WRITE_MODES:
+        raise ConfigError(f"{ENV_RECALL_WRITES}={env[ENV_RECALL_WRITES]!r} is not one of auto, confirm, off.")
+    return writes
+
+
+def ledger_key(env: Mapping[str, str]) -> bytes | None:
+    """``KORG_LEDGER_KEY`` as the HMAC key of korg-ledger@v1 chains (None: unset or empty, plain SHA-256).
+
+    Taken as it is, blanks included: a key is a secret, not a word to tidy.
+    """
+    key = env.get(ENV_LEDGER_KEY)
+    return key.encode("utf-8") if key else None
+
+
+def model_name(env: Mapping[str, str]) -> str | None:
+    """``KORG_RECALL_MODEL``: the embedding model asked for by name (None: the default)."""
+    return _text(env, ENV_RECALL_MODEL) or None
+
+
+def audit_setting(env: Mapping[str, str]) -> str | None:
+    """``KORG_BRIDGE_AUDIT``: the audit ledger's path as given (None: unset or empty)."""
+    return _text(env, ENV_BRIDGE_AUDIT) or None
+
+
+def bridge_token(env: Mapping[str, str]) -> str | None:
+    """``KORG_BRIDGE_TOKEN`` exactly as set (None: unset); the caller refuses an empty one by name."""
+    return env.get(ENV_BRIDGE_TOKEN)
+
+
+def allow_setting(env: Mapping[str, str]) -> str | None:
+    """``KORG_INTROSPECT_MCP_ALLOW`` exactly as set (None: unset); the bridge's policy parses it."""
+    return env.get(ENV_ALLOW)
+
+
+# --- who is calling (see korg_bridge.recall.tenancy) ------------------------------------------------
+
+TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,127}$")
+"""Letters, digits and ``._@:+-``, at most 128, starting with a letter or digit."""
+ACTOR_MAX = 128
+
+
+def over_http(env: Mapping[str, str]) -> bool:
+    """Whether this call came over the bridge's HTTP: a caller off this machine, perhaps."""
+    return _text(env, ENV_BRIDGE_TRANSPORT).lower() == "http"
+
+
+def _names(env: Mapping[str, str], bridge: str, recall: str) -> tuple[str, ...]:
+    """Where an identity may come from: over HTTP only the bridge's per-call variable."""
+    return (bridge,) if over_http(env) else (bridge, recall)
+
+
+def tenant_from(env: Mapping[str, str]) -> str | None:
+    """The tenant of this call: ``KORG_BRIDGE_TENANT``, else (not over HTTP) ``KORG_RECALL_TENANT``,
+    else None.
+
+    Raises:
+        ConfigError: the value is not a tenant name (letters, digits, ``._@:+-``; at most 128).
+    """
+    for name in _names(env, ENV_BRIDGE_TENANT, ENV_RECALL_TENANT):
+        value = _text(env, name)
+        if value:
+            if not TENANT_NAME.match(value):
+                raise ConfigError(
+                    f"{name}={value[:40]!r} is not a tenant name: use letters, digits and . _ @ : + - "
+                    "(at most 128, starting with a letter or digit)."
+                )
+            return value
+    return None
+
+
+def actor_from(env: Mapping[str, str]) -> str | None:
+    """Who writes: ``KORG_BRIDGE_ACTOR`` (the bridge's per-token name), else ``KORG_RECALL_ACTOR``,
+    else None (the caller decides between ``user`` and ``agent``)."""
+    for name in _names(env, ENV_BRIDGE_ACTOR, ENV_RECALL_ACTOR):
+        value = _text(env, name)
+        if value:
+            return value[:ACTOR_MAX]
+    return None
+
+
+def actor_by_token(env: Mapping[str, str]) -> bool:
+    """Whether a bridge token named the actor (``KORG_BRIDGE_ACTOR``): a caller over the network,
+    whatever its name."""
+    return bool(_text(env, ENV_BRIDGE_ACTOR))

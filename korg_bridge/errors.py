@@ -34,10 +34,14 @@ exception class is found in one place, not because anyone outside may catch them
     ├── ListChanged                a memory of a confirmed ``forget`` list changed between the steps
     ├── OutOfTime                  a schema pattern search passed its deadline
     ├── FrontMatterError           a mirror file's front matter cannot be read (also a ValueError)
-    └── AmbiguousJson              JSON that parsers read differently (also a ValueError)
+    ├── AmbiguousJson              JSON that parsers read differently (also a ValueError)
+    └── NotRegular                 a path that is not a regular file (also an OSError: "cannot read")
 """
 
 from __future__ import annotations
+
+import errno
+import os
 
 EXIT_CODES: dict[int, str] = {
     0: "success",
@@ -169,3 +173,15 @@ class FrontMatterError(InternalSignal, ValueError):
 
 class AmbiguousJson(InternalSignal, ValueError):
     """JSON that parsers read differently: korg-recall's edit could not mean one thing."""
+
+
+class NotRegular(InternalSignal, OSError):
+    """What is at the path is not a regular file; ``kind`` says what (``a FIFO (named pipe)``).
+
+    An ``OSError`` so that a caller treating any failure to read as "cannot read" refuses it too.
+    """
+
+    def __init__(self, path: str, kind: str, info: os.stat_result) -> None:
+        super().__init__(errno.EINVAL, f"it is {kind}, not a regular file", path)
+        self.kind = kind
+        self.info = info

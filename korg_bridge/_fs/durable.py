@@ -1,24 +1,47 @@
 """Writing files so that a crash loses nothing and no earlier file is ever replaced.
 
-Several places keep a copy of something before they change it — the audit
-ledger sets a torn last line aside, the recall index moves a broken database
-aside, the memory store backs itself up before a migration — and each copy
-must get a name of its own, even when two are made in the same second. They
-share the three steps here:
+Every writer of korg-bridge and korg-recall goes through this family; each variant is the
+same few steps (a file of our own, written whole, ``fsync``-ed, given its name by a rename or a
+link, and the folder ``fsync``-ed) in the order its promise needs:
 
-* :func:`reserve` creates a new name exclusively (``O_EXCL``), trying
-  ``NAME``, ``NAME-2``, ``NAME-3`` … so nothing that exists is ever touched;
-* :func:`write_all` writes every byte (``os.write`` may write fewer);
-* :func:`fsync_folder` makes a new or renamed entry of a folder durable.
+* **create new, never replace** -- :func:`create_new` writes a copy under a name of its own
+  (hooks' backups of a settings file); :func:`reserve` is its first step, for a writer that
+  streams (the audit ledger's torn line set aside, the memory store's backup) or moves a file
+  onto the name (the broken index moved aside, a topic file archived): it creates
+  ``NAME``, ``NAME-2``, ``NAME-3`` … exclusively (``O_EXCL``), so nothing that exists is touched;
+* **replace ours** -- :func:`replace_ours` (a file only korg-recall writes, such as a pulled
+  model's manifest): a temp file beside it, renamed over it;
+* **replace someone else's if unchanged** -- :func:`stage` then :func:`publish`: the new bytes
+  in a temp file beside the target, then, after the caller's check under its lock
+  (:mod:`korg_bridge.recall.interop.guarded_write`: Claude Code's ``settings.json`` and
+  ``MEMORY.md``, the hooks' state), renamed over it, or linked to a name that must still be free
+  (an export, a file that did not exist);
+* the Markdown mirror, which reaches every file through folder descriptors so that no link is
+  followed, writes with :func:`write_synced` and renames itself.
+
+:func:`write_all` writes every byte (``os.write`` may write fewer); :func:`fsync_folder` makes a
+new or renamed entry of a folder durable.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["MAX_ATTEMPTS", "fsync_folder", "reserve", "write_all"]
+__all__ = [
+    "MAX_ATTEMPTS",
+    "create_new",
+    "fsync_folder",
+    "publish",
+    "replace_ours",
+    "reserve",
+    "stage",
+    "write_all",
+    "write_synced",
+]
 
 MAX_ATTEMPTS = 1000
 """Names tried before giving up: far more copies than anyone makes of one file in one second."""
@@ -75,3 +98,98 @@ def fsync_folder(folder: str | os.PathLike[str]) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def write_synced(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` and ``fsync`` it: on disk before it gets a name.
+
+    Raises:
+        OSError: the write or the sync failed.
+    """
+    write_all(fd, data)
+    os.fsync(fd)
+
+
+def _fill(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` into the empty file ``path`` we just reserved (``mode``: then its mode), synced;
+    on failure the file is removed (it is ours).
+
+    Raises:
+        OSError: it cannot be written.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            write_synced(fd, data)
+            if mode is not None:
+                os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+
+
+def create_new(base: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> Path:
+    """Write ``data`` under a new name -- ``base``, else ``base-2`` … (see :func:`reserve``) --
+    synced with its folder; its path. Never replaces a file; nothing is left on failure.
+
+    Raises:
+        OSError: the folder cannot be written, or the file cannot.
+    """
+    path = reserve(base, mode=mode)
+    _fill(path, data)
+    fsync_folder(path.parent)
+    return path
+
+
+def stage(target: Path, data: bytes, *, mode: int) -> Path:
+    """A new temp file beside ``target`` (same file system, so renaming it is atomic) holding
+    ``data`` with ``mode``, synced; for :func:`publish`. Owner-only until then.
+
+    Raises:
+        OSError: the folder or the file cannot be written (then nothing is left).
+    """
+    tmp = reserve(target.parent / f".{target.name}.korg-recall.tmp", mode=0o600)
+    _fill(tmp, data, mode)
+    return tmp
+
+
+def publish(tmp: Path, target: Path, *, replace: bool) -> None:
+    """Give the staged ``tmp`` the name ``target`` and sync the folder; ``tmp`` is gone after.
+
+    ``replace``: rename over whatever is at ``target`` (the caller checked it is what it read).
+    Otherwise ``target`` must still be free: a hard link fails if the name appeared meanwhile (no
+    check-then-rename race); on a file system without hard links, a rename after one more look.
+
+    Raises:
+        FileExistsError: not ``replace``, and ``target`` exists (nothing was written).
+        OSError: the file system refuses.
+    """
+    try:
+        if replace:
+            os.replace(tmp, target)
+        else:
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                raise
+            except OSError:  # file systems without hard links (FAT, some FUSE)
+                if os.path.lexists(target):
+                    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target)) from None
+                os.rename(tmp, target)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # the temp file (or its second name after a link)
+    fsync_folder(target.parent)
+
+
+def replace_ours(target: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``data`` over ``target``, a file only we write, atomically: a reader sees the old
+    file or the new one, never half of one.
+
+    Raises:
+        OSError: the folder or the file cannot be written (then ``target`` is unchanged).
+    """
+    publish(stage(target, data, mode=mode), target, replace=True)

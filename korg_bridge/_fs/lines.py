@@ -9,10 +9,11 @@ line boundary.
 
 Hostile files cannot hang or exhaust a reader:
 
-* the path is looked at before it is opened and must be a regular file
-  (opening a device can itself do something; opening a FIFO blocks until a
-  writer appears), it is opened with ``O_NONBLOCK``, and looked at again
-  (``fstat``) so a FIFO swapped in between neither blocks nor is read;
+* the file is opened by :class:`korg_bridge._fs.safe_read.RegularFile`: looked at
+  before it is opened and refused unless it is a regular file (opening a device
+  can itself do something; opening a FIFO blocks until a writer appears), opened
+  with ``O_NONBLOCK``, and looked at again (``fstat``) so a FIFO swapped in
+  between neither blocks nor is read;
 * a line longer than the reader's cap is never held whole: its bytes are
   counted and dropped as they stream past, and it comes back as an
   oversized :class:`Line` (``data`` None) for the caller to report.
@@ -28,14 +29,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
+from korg_bridge._fs.safe_read import NotRegular, RegularFile
 from korg_bridge.errors import ConfigError
 
-__all__ = ["CHUNK_SIZE", "HEAD_BYTES", "MAX_LINE_BYTES", "Line", "LineFile", "head_hash", "not_regular"]
+__all__ = ["CHUNK_SIZE", "HEAD_BYTES", "MAX_LINE_BYTES", "Line", "LineFile", "head_hash"]
 
 CHUNK_SIZE = 1024 * 1024
 """Bytes read per step: bounds memory for huge files while keeping syscalls few."""
@@ -44,25 +45,6 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 one would cost several times its size once parsed, in this process or the parsing worker."""
 HEAD_BYTES = 4096
 """Bytes of a file's start fingerprinted to recognise it (fewer while the file is shorter)."""
-
-_OPEN_FLAGS = (
-    os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-)
-
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def not_regular(mode: int) -> str | None:
-    """What a file of ``mode`` is when it is not a regular file (``"a FIFO (named pipe)"``), else None."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +82,7 @@ class LineFile:
         self.path = os.fspath(path)
         self.what = what
         self.fix = fix
-        self._fd = -1
+        self._file: RegularFile | None = None
 
     def _refused(self, kind: str) -> ConfigError:
         return ConfigError(
@@ -113,38 +95,28 @@ class LineFile:
         return ConfigError(f"cannot read {self.what} {self.path}: {exc.strerror or exc}. {self.fix}")
 
     def __enter__(self) -> LineFile:
+        file = RegularFile(self.path)
         try:
-            before = os.stat(self.path)
+            file.open()
+        except NotRegular as exc:
+            raise self._refused(exc.kind) from exc
         except OSError as exc:
             raise self._failed(exc) from exc
-        kind = not_regular(before.st_mode)
-        if kind is not None:
-            raise self._refused(kind)
-        try:
-            fd = os.open(self.path, _OPEN_FLAGS)
-        except OSError as exc:
-            raise self._failed(exc) from exc
-        try:
-            kind = not_regular(os.fstat(fd).st_mode)
-        except OSError as exc:
-            os.close(fd)
-            raise self._failed(exc) from exc
-        if kind is not None:  # replaced between the two looks
-            os.close(fd)
-            raise self._refused(kind)
-        self._fd = fd
+        self._file = file
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def _pread(self, size: int, offset: int) -> bytes:
+        if self._file is None:
+            raise ValueError(f"{self.path} is not open")
         try:
-            return os.pread(self._fd, size, offset)
+            return self._file.pread(size, offset)
         except OSError as exc:
             raise self._failed(exc) from exc
 

@@ -6,11 +6,9 @@ who may read what, so a file other users can write is refused, and one they can 
 
 from __future__ import annotations
 
-import errno
 import logging
-import os
-import stat
 
+from korg_bridge._fs.safe_read import NotRegular, RegularFile
 from korg_bridge.errors import ConfigError
 
 __all__ = ["read_operator_file"]
@@ -36,16 +34,17 @@ def read_operator_file(
         ConfigError: the file cannot be read, is not a regular file, is too
             large, is not UTF-8, or other users can write it.
     """
+    file = RegularFile(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        file.open()
+    except NotRegular as exc:
+        raise ConfigError(f"{what} {path} is not a regular file. Pass the path of a file.") from exc
     except OSError as exc:
         raise ConfigError(
             f"cannot read {what} {path}: {exc.strerror or exc}. Check the path given to {flag}."
         ) from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"{what} {path} is not a regular file. Pass the path of a file.")
+    with file:
+        info = file.stat
         if info.st_mode & 0o022:
             raise ConfigError(
                 f"{what} {path} can be written by other users, who could {others_could}; "
@@ -53,28 +52,13 @@ def read_operator_file(
             )
         if info.st_mode & 0o044:
             log.warning("%s %s is readable by other users; restrict it with chmod 600", what, path)
-        data = _read_capped(fd, path, what, max_bytes, content)
-    finally:
-        os.close(fd)
+        try:
+            data, over = file.read(max_bytes)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}.") from exc
+    if over:
+        raise ConfigError(f"{what} {path} is over {max_bytes // 1024} KiB; it should hold {content}.")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{what} {path} is not UTF-8 text. Put {content}.") from exc
-
-
-def _read_capped(fd: int, path: str, what: str, max_bytes: int, content: str) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError as exc:
-            if exc.errno == errno.EINTR:
-                continue
-            raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}.") from exc
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > max_bytes:
-            raise ConfigError(f"{what} {path} is over {max_bytes // 1024} KiB; it should hold {content}.")
-        chunks.append(chunk)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from korg_bridge._fs.operator_file import read_operator_file
 from korg_bridge.auth.identity import ACTOR_NAME, RESERVED_ACTORS, TENANT_NAME, Identity
-from korg_bridge.config import ENV_BRIDGE_TOKEN
+from korg_bridge.config import ENV_BRIDGE_TOKEN, bridge_token
 from korg_bridge.errors import ConfigError
 
 __all__ = [
@@ -232,7 +232,7 @@ def load_tokens(env: Mapping[str, str], token_file: str | None) -> TokenSet | No
     """
     if token_file is not None:
         return parse_tokens(read_token_file(token_file), f"token file {token_file}")
-    value = env.get(ENV_BRIDGE_TOKEN)
+    value = bridge_token(env)
     if value is None:
         return None
     if not value.strip():
@@ -289,7 +289,7 @@ def load_token(env: Mapping[str, str], token_file: str | None) -> str | None:
     if token_file is not None:
         source, text = f"token file {token_file}", read_token_file(token_file)
     else:
-        value = env.get(ENV_BRIDGE_TOKEN)
+        value = bridge_token(env)
         if value is None:
             return None
         source, text = ENV_BRIDGE_TOKEN, value

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from korg_bridge.bridge.contract import SIDE_EFFECTS, CallableSpec
-from korg_bridge.config import ENV_ALLOW
+from korg_bridge.config import ENV_ALLOW, allow_setting
 from korg_bridge.errors import ConfigError, KorgError, UsageError
 
 ALWAYS_ALLOWED: frozenset[str] = frozenset({"none", "fs_read"})
@@ -77,7 +77,7 @@ class Policy:
         Raises:
             ConfigError: the variable holds an unknown token.
         """
-        value = (env if env is not None else os.environ).get(ENV_ALLOW)
+        value = allow_setting(env if env is not None else os.environ)
         if value is None:
             return cls()
         return cls.parse(value, source="env")

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from korg_bridge._fs.durable import fsync_folder, reserve, write_all
+from korg_bridge._fs.safe_read import RegularFile
 from korg_bridge.errors import ConfigError
 
 __all__ = [
@@ -196,21 +197,14 @@ def check_ledger_file(path: Path, *, what: str = "ledger") -> None:
         ConfigError: the file is not a ledger, or cannot be read.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        with RegularFile(path) as file:  # a FIFO is refused, never waited on
+            fault = _shape_fault(file.fd, file.stat.st_size)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise ConfigError(
             f"cannot read {what} {path}: {exc.strerror or exc}. Check its permissions."
         ) from exc
-    try:
-        fault = _shape_fault(fd, os.fstat(fd).st_size)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read {what} {path}: {exc.strerror or exc}. Check its permissions."
-        ) from exc
-    finally:
-        os.close(fd)
     if fault is not None:
         raise ConfigError(
             f"{what} {path} is not a korg-ledger@v1 file ({fault}); refusing to write to it. "

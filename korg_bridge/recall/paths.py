@@ -31,10 +31,15 @@ from pathlib import Path
 from korg_bridge.config import (
     ENV_BRIDGE_TENANT,
     ENV_CLAUDE_CONFIG_DIR,
+    ENV_CLAUDE_PROJECT_DIR,
     ENV_CODEX_HOME,
     ENV_HOME,
     ENV_RECALL_INDEX,
+    ENV_RECALL_LEDGER,
+    ENV_RECALL_MODEL_DIR,
+    ENV_RECALL_PROJECT,
     ENV_RECALL_STORE,
+    ENV_RECALL_TENANT_LEDGERS,
     ENV_XDG_CACHE_HOME,
     ENV_XDG_DATA_HOME,
     store_url,
@@ -48,15 +53,20 @@ __all__ = [
     "Location",
     "cache_dir",
     "claude_home",
+    "claude_project_dir",
     "codex_home",
     "data_dir",
     "default_store_path",
     "expand",
     "home",
     "index_path",
+    "ledger_paths",
     "model_cache_dir",
+    "model_dir_setting",
     "oplog_path",
+    "project_dir",
     "store_location",
+    "tenant_ledgers_file",
 ]
 
 APP = "korg-recall"
@@ -105,6 +115,29 @@ def index_path(env: Mapping[str, str]) -> Path:
     return expand(explicit, env) if explicit else cache_dir(env) / "index.sqlite"
 
 
+def ledger_paths(env: Mapping[str, str]) -> list[str] | None:
+    """``$KORG_RECALL_LEDGER`` split at ``os.pathsep`` like ``PATH`` (None: unset or blank); the
+    entries as written, for :func:`korg_bridge.recall.history.ingest.sources.resolve_sources`."""
+    raw = env.get(ENV_RECALL_LEDGER, "")
+    return raw.split(os.pathsep) if raw.strip() else None
+
+
+def tenant_ledgers_file(env: Mapping[str, str]) -> str | None:
+    """``$KORG_RECALL_TENANT_LEDGERS``: the operator's file of each tenant's history (None: unset)."""
+    return env.get(ENV_RECALL_TENANT_LEDGERS, "").strip() or None
+
+
+def project_dir(env: Mapping[str, str]) -> str | None:
+    """``$KORG_RECALL_PROJECT``: the directory whose project a call is about (None: the working one)."""
+    return env.get(ENV_RECALL_PROJECT, "").strip() or None
+
+
+def model_dir_setting(env: Mapping[str, str]) -> str | None:
+    """``$KORG_RECALL_MODEL_DIR`` as written (None: unset), the local model folder that wins over a
+    pulled model; :mod:`korg_bridge.recall.semantic.model` expands it and quotes it as written."""
+    return env.get(ENV_RECALL_MODEL_DIR, "").strip() or None
+
+
 def model_cache_dir(env: Mapping[str, str]) -> Path:
     """Where ``korg-recall model pull`` puts models: ``models`` in :func:`cache_dir`.
 
@@ -118,6 +151,11 @@ def claude_home(env: Mapping[str, str]) -> Path:
     """``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
     raw = env.get(ENV_CLAUDE_CONFIG_DIR, "").strip()
     return expand(raw, env) if raw else home(env) / ".claude"
+
+
+def claude_project_dir(env: Mapping[str, str]) -> str | None:
+    """``$CLAUDE_PROJECT_DIR``, which Claude Code sets for its hooks: the project a hook runs for."""
+    return env.get(ENV_CLAUDE_PROJECT_DIR, "").strip() or None
 
 
 def codex_home(env: Mapping[str, str]) -> Path:

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import os
 
+from korg_bridge._fs.safe_read import read_regular
+
 __all__ = ["ProjectCache", "find_git_root", "project_root"]
 
 _GITDIR_PREFIX = "gitdir:"
@@ -36,12 +38,12 @@ _MAX_POINTER_BYTES = 4096
 def _read_pointer(path: str) -> str | None:
     """The first line of a small pointer file, stripped; ``None`` if unreadable or not one."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(_MAX_POINTER_BYTES + 1)
-    except OSError:
+        got = read_regular(path, _MAX_POINTER_BYTES)
+    except OSError:  # gone, unreadable, or not a regular file (a FIFO named .git must not hang)
         return None
-    if len(raw) > _MAX_POINTER_BYTES:
+    if got.over:
         return None
+    raw = got.data
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

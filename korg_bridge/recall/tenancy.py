@@ -20,15 +20,15 @@ tenant (:mod:`korg_bridge.recall.history.walls`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from korg_bridge.config import (
-    ENV_BRIDGE_ACTOR,
     ENV_BRIDGE_TENANT,
-    ENV_BRIDGE_TRANSPORT,
-    ENV_RECALL_ACTOR,
     ENV_RECALL_TENANT,
+    TENANT_NAME,
+    actor_from,
+    over_http,
+    tenant_from,
 )
 from korg_bridge.errors import ConfigError
 
@@ -40,40 +40,14 @@ __all__ = [
     "tenant_from",
     "walled",
 ]
-
-
-_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,127}$")
-ACTOR_MAX = 128
+# over_http, tenant_from and actor_from read the variables and live with every other reader of
+# one, in korg_bridge.config; this module, where callers look for them, re-exports them.
 
 
 def is_tenant_name(value: str) -> bool:
     """Letters, digits and ``._@:+-``, at most 128, starting with a letter or digit: safe as an
     environment value, a database key and a folder name."""
-    return _TENANT.fullmatch(value) is not None
-
-
-def over_http(env: Mapping[str, str]) -> bool:
-    """Whether this call came over the bridge's HTTP: a caller off this machine, perhaps."""
-    return env.get(ENV_BRIDGE_TRANSPORT, "").strip().lower() == "http"
-
-
-def tenant_from(env: Mapping[str, str]) -> str | None:
-    """The tenant of this call: ``KORG_BRIDGE_TENANT``, else (not over HTTP) ``KORG_RECALL_TENANT``,
-    else None.
-
-    Raises:
-        ConfigError: the value is not a tenant name (letters, digits, ``._@:+-``; at most 128).
-    """
-    for name in _names(env, ENV_BRIDGE_TENANT, ENV_RECALL_TENANT):
-        value = env.get(name, "").strip()
-        if value:
-            if not _TENANT.match(value):
-                raise ConfigError(
-                    f"{name}={value[:40]!r} is not a tenant name: use letters, digits and . _ @ : + - "
-                    "(at most 128, starting with a letter or digit)."
-                )
-            return value
-    return None
+    return TENANT_NAME.fullmatch(value) is not None
 
 
 def require_tenant(env: Mapping[str, str], store: str) -> str:
@@ -94,21 +68,6 @@ def require_tenant(env: Mapping[str, str], store: str) -> str:
             f"Set {ENV_RECALL_TENANT} (the HTTP bridge sets {ENV_BRIDGE_TENANT} for each token)."
         )
     return tenant
-
-
-def actor_from(env: Mapping[str, str]) -> str | None:
-    """Who writes: ``KORG_BRIDGE_ACTOR`` (the bridge's per-token name), else ``KORG_RECALL_ACTOR``,
-    else None (the caller decides between ``user`` and ``agent``)."""
-    for name in _names(env, ENV_BRIDGE_ACTOR, ENV_RECALL_ACTOR):
-        value = env.get(name, "").strip()
-        if value:
-            return value[:ACTOR_MAX]
-    return None
-
-
-def _names(env: Mapping[str, str], bridge: str, recall: str) -> tuple[str, ...]:
-    """Where an identity may come from: over HTTP only the bridge's per-call variable."""
-    return (bridge,) if over_http(env) else (bridge, recall)
 
 
 def walled(env: Mapping[str, str]) -> bool:

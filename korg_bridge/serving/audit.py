@@ -59,7 +59,7 @@ import anyio
 import anyio.to_thread
 
 from korg_bridge._version import __version__
-from korg_bridge.config import ENV_BRIDGE_AUDIT, ENV_LEDGER_KEY
+from korg_bridge.config import audit_setting, ledger_key
 from korg_bridge.errors import ConfigError
 from korg_bridge.ledger.chain import LedgerWriter
 from korg_bridge.ledger.file import check_ledger_file
@@ -292,8 +292,7 @@ class AuditLog:
         chosen = audit_path(path, env)
         if chosen is None:
             return None
-        key = env.get(ENV_LEDGER_KEY)
-        return cls(chosen, key=key.encode("utf-8") if key else None, binary=binary)
+        return cls(chosen, key=ledger_key(env), binary=binary)
 
     async def record(self, **call: Unpack[AuditedCall]) -> dict[str, Any]:
         """Append one tool call and return the entry as written ({} if it could not be).
@@ -363,7 +362,7 @@ class AuditLog:
 
 def audit_path(flag: str | None, env: Mapping[str, str]) -> Path | None:
     """The audit ledger asked for by ``--audit`` (``flag``), else ``KORG_BRIDGE_AUDIT``; None if neither."""
-    chosen = flag or env.get(ENV_BRIDGE_AUDIT)
+    chosen = flag or audit_setting(env)
     return Path(chosen).expanduser() if chosen else None
 
 
@@ -422,7 +421,8 @@ def _prepare(path: Path) -> None:
     """
     check_audit_path(path)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        # O_NONBLOCK: a FIFO swapped in since the check is refused (ENXIO), never waited on.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
     except OSError as exc:
         raise _unwritable(path, exc.strerror or str(exc)) from exc
     os.close(fd)

@@ -37,6 +37,7 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from korg_bridge._fs.durable import write_all
 from korg_bridge.errors import UsageError
 from korg_bridge.serving.jsonrpc import MAX_MESSAGE_BYTES, Rejection, oversized, parse_message
 
@@ -188,15 +189,9 @@ async def _write(fd: int, outgoing: MemoryObjectReceiveStream[SessionMessage]) -
         async for item in outgoing:
             data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
             try:
-                await anyio.to_thread.run_sync(_write_all, fd, data)
+                await anyio.to_thread.run_sync(write_all, fd, data)
             except OSError as exc:  # the client went away: keep draining so senders never block
                 log.debug("cannot write to stdout: %s", exc.strerror or exc)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge._version import __version__
-from korg_bridge.config import ENV_RECALL_MODEL, ENV_RECALL_MODEL_DIR
+from korg_bridge.config import ENV_RECALL_MODEL_DIR
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.cli.schemas import (
     JSON_CLI_FLAG,
@@ -77,9 +77,9 @@ def _show_secrets() -> bool:
     Raises:
         ConfigError: ``KORG_RECALL_ALLOW_SECRETS`` is not a yes/no value.
     """
-    from korg_bridge.config import ENV_RECALL_ALLOW_SECRETS, switch
+    from korg_bridge.config import allow_secrets
 
-    return switch(_env(), ENV_RECALL_ALLOW_SECRETS, False)
+    return allow_secrets(_env())
 
 
 def _walls() -> Any:
@@ -111,12 +111,11 @@ def _sources(args: Mapping[str, Any], walls: Any = None) -> tuple[list[Path], li
     """
     from korg_bridge.config import ENV_RECALL_LEDGER
     from korg_bridge.recall.history.ingest.sources import missing_sources, resolve_sources
+    from korg_bridge.recall.paths import ledger_paths
 
     env = _env()
     explicit = [item for item in args.get("ledger") or [] if item.strip()]
-    origin = (
-        "ledger" if explicit else ENV_RECALL_LEDGER if env.get(ENV_RECALL_LEDGER, "").strip() else "default"
-    )
+    origin = "ledger" if explicit else ENV_RECALL_LEDGER if ledger_paths(env) is not None else "default"
     if walls is not None:
         check_source_count(len(explicit), "ledger")
         origin = "ledger" if explicit else "KORG_RECALL_TENANT_LEDGERS"
@@ -656,13 +655,15 @@ def _progress_bar(label: str = "indexing", unit: str = "") -> Any:
     on_interrupt="the next `korg-recall model pull` resumes the download.",
 )
 def model_pull(args: dict[str, Any]) -> int:
+    from korg_bridge.config import model_name
+    from korg_bridge.recall.paths import model_dir_setting
     from korg_bridge.recall.semantic import embed, model
 
     env = _env()
-    name = (args.get("model") or "").strip() or env.get(ENV_RECALL_MODEL, "").strip() or model.DEFAULT_MODEL
+    name = (args.get("model") or "").strip() or model_name(env) or model.DEFAULT_MODEL
     path = embed.pull_model(env, name)
     report: dict[str, Any] = {"model": name, "path": str(path)}
-    if env.get(ENV_RECALL_MODEL_DIR, "").strip():
+    if model_dir_setting(env) is not None:
         report["note"] = f"{ENV_RECALL_MODEL_DIR} is set and takes precedence over the pulled model"
     _print_json(report)
     return 0
@@ -769,6 +770,7 @@ def prune(args: dict[str, Any]) -> int:
     cli_properties=VERIFY_CLI_FLAGS,
 )
 def verify(args: dict[str, Any]) -> int:
+    from korg_bridge.config import ledger_key
     from korg_bridge.ledger.chain import verify_file
     from korg_bridge.ledger.check import parse_public_key
 
@@ -785,7 +787,7 @@ def verify(args: dict[str, Any]) -> int:
         report = verify_store(str(args["store"]), _env())
         _print_json(report.to_dict())
         return 0 if report.intact else NOT_INTACT
-    key = _env().get("KORG_LEDGER_KEY")
+    key = ledger_key(_env())
     public_key = parse_public_key(args["pubkey"]) if args.get("pubkey") is not None else None
     path = Path(args["path"]).expanduser()
     anchors = Path(args["anchors"]).expanduser() if args.get("anchors") else None
@@ -795,7 +797,7 @@ def verify(args: dict[str, Any]) -> int:
         anchors = walls.confine(str(args["anchors"]), _env(), what="anchors") if anchors else None
     report = verify_file(
         path,
-        key.encode("utf-8") if key else None,
+        key,
         public_key=public_key,
         anchors=anchors,
     )

@@ -51,7 +51,7 @@ from korg_bridge.recall.history.ingest.batches import BATCH_BYTES, WORKER_MIN_BY
 from korg_bridge.recall.history.ingest.refresh import Refresher, RefreshReport
 from korg_bridge.recall.history.ingest.rows import load_json
 from korg_bridge.recall.history.ingest.sources import Walls, list_file_paths
-from korg_bridge.recall.history.migrations import SchemaMismatch, migrate
+from korg_bridge.recall.history.migrations import SchemaMismatch, ensure_wal, migrate
 from korg_bridge.recall.history.ownership import inspect, move_aside
 from korg_bridge.recall.history.stats import index_stats, prune_gone
 
@@ -210,7 +210,7 @@ class Index:
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if names and "_migrations" not in names:
             raise IndexBroken("belongs to another program (it has tables but no _migrations)")
-        self._ensure_wal(conn)
+        ensure_wal(conn, BUSY_TIMEOUT_S)
         conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: a crash loses at most the last batch
         conn.execute("PRAGMA temp_store = MEMORY")
         conn.execute("PRAGMA cache_size = -32000")
@@ -230,24 +230,6 @@ class Index:
             verdict = conn.execute("PRAGMA quick_check").fetchone()
             if verdict is None or verdict[0] != "ok":
                 raise IndexBroken(f"fails its integrity check ({verdict[0] if verdict else 'no answer'})")
-
-    @staticmethod
-    def _ensure_wal(conn: sqlite3.Connection) -> None:
-        """Switch to WAL once; while another process is creating the same file the
-        switch fails at once with "locked" (SQLite does not busy-wait for it), so
-        retry with a short back-off up to the busy timeout."""
-        deadline = time.monotonic() + BUSY_TIMEOUT_S
-        delay = 0.005
-        while True:
-            try:
-                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    conn.execute("PRAGMA journal_mode = WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() >= deadline:
-                    raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
 
     def _move_aside(self) -> None:
         target = move_aside(self.path, self._identity)

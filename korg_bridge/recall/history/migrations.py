@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 
 from korg_bridge.errors import SchemaMismatch
 
-__all__ = ["APPLICATION_ID", "MIGRATIONS", "Migration", "SchemaMismatch", "applied", "migrate"]
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "Migration", "SchemaMismatch", "applied", "ensure_wal", "migrate"]
 
 Step = Sequence[str] | Callable[[sqlite3.Connection], None]
 Migration = tuple[str, Step]
@@ -305,3 +306,26 @@ def _check_known(seen: Sequence[str], known: Sequence[str]) -> None:
     unknown = [name for name in seen if name not in known]
     if unknown:
         raise SchemaMismatch(f"unknown migrations {', '.join(unknown)}")
+
+
+def ensure_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch a database of ours (the index, a memory store) to WAL once.
+
+    While another process is creating the same file the switch fails at once with "locked"
+    (SQLite does not busy-wait for it), so retry with a short back-off for up to ``timeout`` s.
+
+    Raises:
+        sqlite3.OperationalError: still locked after ``timeout``, or another failure.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)

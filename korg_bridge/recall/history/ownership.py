@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from korg_bridge._fs.durable import reserve
+from korg_bridge._fs.safe_read import read_head
 from korg_bridge.config import ENV_RECALL_INDEX
 from korg_bridge.errors import ConfigError
 from korg_bridge.recall.history.migrations import APPLICATION_ID, MIGRATIONS
@@ -80,11 +81,7 @@ def _header(path: Path) -> bytes:
         ConfigError: the file cannot be read.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        try:
-            return os.read(fd, _HEADER_BYTES)
-        finally:
-            os.close(fd)
+        return read_head(path, _HEADER_BYTES)
     except OSError as exc:
         raise ConfigError(
             f"cannot read the recall index {path}: {exc.strerror or exc}. Set {ENV_RECALL_INDEX} to a readable path."

@@ -219,11 +219,11 @@ def history_of(env: Mapping[str, str]) -> TenantHistory | None:
 
     if not walled(env):  # the common case: before importing anything more (a recall's cold start)
         return None
-    from korg_bridge.config import ENV_BRIDGE_AUDIT, ENV_RECALL_STORE
-    from korg_bridge.recall.paths import OPLOG_NAME, store_location
+    from korg_bridge.config import ENV_RECALL_STORE, audit_setting
+    from korg_bridge.recall.paths import OPLOG_NAME, store_location, tenant_ledgers_file
 
     tenant = tenant_from(env)
-    config = env.get(ENV_RECALL_TENANT_LEDGERS, "").strip() or None
+    config = tenant_ledgers_file(env)
     grants = _load(config) if config else []
     granted = tuple(dict.fromkeys(g.real for g in grants if g.tenant in (EVERY_TENANT, tenant)))
     store = store_location(env)
@@ -234,7 +234,7 @@ def history_of(env: Mapping[str, str]) -> TenantHistory | None:
     never, prefixes = _korg_files(
         {k: v for k, v in env.items() if k != ENV_RECALL_STORE} if store.is_url else env
     )
-    audit = env.get(ENV_BRIDGE_AUDIT, "").strip()
+    audit = audit_setting(env)
     if audit:
         never += (os.path.realpath(audit),)
     return TenantHistory(tenant, granted + own, granted, own, never, prefixes, config)

@@ -226,10 +226,11 @@ def build_brief(
     from korg_bridge.config import ENV_RECALL_PROJECT
     from korg_bridge.errors import KorgError
     from korg_bridge.recall.memory.scopes import Context
+    from korg_bridge.recall.paths import claude_project_dir
 
     where = os.path.abspath(os.path.expanduser(project)) if project else None
-    if where is None and hook == "claude" and env.get("CLAUDE_PROJECT_DIR", "").strip():
-        where = env["CLAUDE_PROJECT_DIR"].strip()  # set by Claude Code for its hooks
+    if where is None and hook == "claude":
+        where = claude_project_dir(env)  # set by Claude Code for its hooks
     if where is not None:  # named for this call: it wins over KORG_RECALL_PROJECT
         env = {name: value for name, value in env.items() if name != ENV_RECALL_PROJECT}
     ctx = Context.from_env(env, cwd=where)

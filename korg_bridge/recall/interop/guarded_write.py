@@ -10,11 +10,12 @@ write-back), and then like this:
    not -- regular files only, without blocking on a FIFO, capped -- and
    remembers its bytes;
 2. the new bytes go to a temp file beside the target (same file system, so the
-   rename is atomic), written whole, ``fsync``-ed, with the target's mode;
+   rename is atomic), written whole, ``fsync``-ed, with the target's mode
+   (:func:`korg_bridge._fs.durable.stage`);
 3. under an exclusive lock, the target is read again: if its bytes are not the
    ones read in step 1 (Claude Code or a person changed it meanwhile), nothing
    is replaced and :class:`Changed` says so; otherwise the temp file is
-   renamed over it and the folder ``fsync``-ed.
+   renamed over it and the folder ``fsync``-ed (:func:`korg_bridge._fs.durable.publish`).
 
 The lock serialises korg-recall processes; another program does not take it, so
 a write landing between the check and the rename (microseconds) is the one
@@ -32,7 +33,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from korg_bridge._fs.durable import fsync_folder, reserve, write_all
+from korg_bridge._fs.durable import fsync_folder, publish, stage
+from korg_bridge._fs.safe_read import NotRegular, RegularFile
 from korg_bridge.errors import Changed, ConfigError
 
 __all__ = ["Changed", "Snapshot", "locked", "read_capped", "remove", "replace", "take"]
@@ -56,13 +58,13 @@ def read_capped(path: Path, cap: int, *, follow: bool = True) -> bytes | None:
     Raises:
         ConfigError: not a regular file (or, with ``follow=False``, a symlink), over ``cap``, or unreadable.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    if not follow:
-        flags |= os.O_NOFOLLOW
+    file = RegularFile(path, follow=follow)
     try:
-        fd = os.open(path, flags)
+        file.open()
     except FileNotFoundError:
         return None
+    except NotRegular as exc:
+        raise ConfigError(f"{path} is not a regular file; korg-recall changes only regular files.") from exc
     except OSError as exc:
         if not follow and exc.errno == errno.ELOOP:
             raise ConfigError(
@@ -70,18 +72,12 @@ def read_capped(path: Path, cap: int, *, follow: bool = True) -> bytes | None:
                 "through a link."
             ) from exc
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}. Check its permissions.") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"{path} is not a regular file; korg-recall changes only regular files.")
-        data = os.read(fd, cap + 1)
-        while len(data) <= cap and (chunk := os.read(fd, cap + 1 - len(data))):
-            data += chunk
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from exc
-    finally:
-        os.close(fd)
-    if len(data) > cap:
+    with file:
+        try:
+            data, over = file.read(cap)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from exc
+    if over:
         raise ConfigError(f"{path} is over {cap} bytes; korg-recall does not change a file that large.")
     return data
 
@@ -143,24 +139,17 @@ def replace(snapshot: Snapshot, data: bytes, *, lock: Path) -> None:
     target = snapshot.path
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = reserve(target.parent / f".{target.name}.korg-recall.tmp", mode=0o600)
+        tmp = stage(target, data, mode=snapshot.mode)
     except OSError as exc:
-        raise ConfigError(f"cannot write beside {target}: {exc.strerror or exc}. Check permissions.") from exc
+        raise ConfigError(
+            f"cannot write beside {target}: {exc.strerror or exc}. Check free space and permissions."
+        ) from exc
     try:
-        fd = os.open(tmp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            write_all(fd, data)
-            os.fchmod(fd, snapshot.mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         with locked(lock):
             if not _unchanged(snapshot):
                 raise _changed(snapshot)
-            if snapshot.data is None:
-                os.link(tmp, target)  # fails if the name appeared meanwhile: never replaces
-            else:
-                os.replace(tmp, target)
+            # A file that did not exist is linked into place: that fails if the name appeared meanwhile.
+            publish(tmp, target, replace=snapshot.data is not None)
     except FileExistsError:
         raise _changed(snapshot) from None
     except OSError as exc:
@@ -169,8 +158,7 @@ def replace(snapshot: Snapshot, data: bytes, *, lock: Path) -> None:
         ) from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)  # the temp file (or its second name after link)
-    fsync_folder(target.parent)
+            os.unlink(tmp)  # not published: the change was refused
 
 
 def remove(snapshot: Snapshot, *, lock: Path) -> None:

@@ -251,19 +251,13 @@ def _backup(env: Mapping[str, str], target: Target, data: bytes, why: str) -> st
     """Keep a copy of ``data`` under korg-recall's data folder (never replacing one); its path."""
     from datetime import UTC, datetime
 
-    from korg_bridge._fs.durable import reserve, write_all
+    from korg_bridge._fs.durable import create_new
 
     folder = _data(env) / BACKUPS
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = reserve(folder / f"{target.agent}-{target.level}-{target.path.name}.{why}-{stamp}")
-        fd = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        path = create_new(folder / f"{target.agent}-{target.level}-{target.path.name}.{why}-{stamp}", data)
     except OSError as exc:
         raise ConfigError(
             f"cannot keep a copy of {target.path} in {folder}: {exc.strerror or exc}. Nothing was changed."

@@ -25,13 +25,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from korg_bridge.config import (
-    ENV_RECALL_ALLOW_SECRETS,
-    ENV_RECALL_MIRROR,
     ENV_RECALL_PROJECT,
     ENV_RECALL_WRITES,
-    switch,
+    WRITE_MODES,
+    actor_by_token,
+    actor_from,
+    allow_secrets,
+    mirror_on,
+    writes_mode,
 )
 from korg_bridge.errors import ConfigError, UsageError
+from korg_bridge.recall.paths import project_dir
 from korg_bridge.recall.project import find_git_root, project_root
 
 __all__ = [
@@ -40,8 +44,6 @@ __all__ = [
     "mirror_dir_of",
     "parse_scope",
 ]
-
-WRITE_MODES = ("auto", "confirm", "off")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,127}$")
 _SCOPE_HELP = "use user, project, project:/absolute/path, agent:NAME or session:ID"
@@ -109,24 +111,18 @@ class Context:
         ConfigError: ``KORG_RECALL_WRITES`` or a yes/no variable has a bad value, or the
             working directory is gone.
         """
-        writes = env.get(ENV_RECALL_WRITES, "").strip().lower() or "auto"
-        if writes not in WRITE_MODES:
-            raise ConfigError(
-                f"{ENV_RECALL_WRITES}={env[ENV_RECALL_WRITES]!r} is not one of auto, confirm, off."
-            )
-        from korg_bridge.config import ENV_BRIDGE_ACTOR
-        from korg_bridge.recall.tenancy import actor_from
+        writes = writes_mode(env)
 
         actor = actor_from(env)  # the bridge's per-token name wins over KORG_RECALL_ACTOR
         # An actor named by a bridge token is a caller over the network, whatever its name: only
         # the operator (KORG_RECALL_ACTOR) or a person at a terminal writes as "user" and so skips
         # KORG_RECALL_WRITES=confirm.
-        agent_by_token = bool(env.get(ENV_BRIDGE_ACTOR, "").strip())
+        agent_by_token = actor_by_token(env)
         if not actor:
             # A person at a terminal writes as themselves; anything else (the bridge gives its
             # child /dev/null as stdin) is an agent, whose writes `confirm` holds for approval.
             actor = "user" if _stdin_is_terminal() else "agent"
-        where = env.get(ENV_RECALL_PROJECT, "").strip() or cwd
+        where = project_dir(env) or cwd
         if not where:
             try:
                 where = os.getcwd()
@@ -141,8 +137,8 @@ class Context:
             actor=actor[:128],
             is_agent=actor != "user" or agent_by_token,
             writes=writes,
-            allow_secrets=switch(env, ENV_RECALL_ALLOW_SECRETS, False),
-            mirror=_mirror(env),
+            allow_secrets=allow_secrets(env),
+            mirror=mirror_on(env),
             project="project:" + (root if root is not None else os.path.realpath(where)),
             in_git=root is not None,
             now=time.time() if now is None else now,
@@ -190,27 +186,6 @@ class Context:
     def holds_for_approval(self) -> bool:
         """True when this call's writes wait for a person's approval (``confirm`` and an agent)."""
         return self.writes == "confirm" and self.is_agent
-
-
-def _mirror(env: Mapping[str, str]) -> bool:
-    """Whether the Markdown mirror runs: ``KORG_RECALL_MIRROR`` (default on) for a SQLite store;
-    never for a team store, whose memories are not one person's files.
-
-    Raises:
-        ConfigError: a bad yes/no value, or the mirror asked for with a team store.
-    """
-    from korg_bridge.config import ENV_RECALL_STORE
-
-    wanted = switch(env, ENV_RECALL_MIRROR, True)
-    if env.get(ENV_RECALL_STORE, "").strip().startswith(("postgresql://", "postgres://")):
-        if env.get(ENV_RECALL_MIRROR, "").strip() and wanted:
-            raise ConfigError(
-                f"{ENV_RECALL_MIRROR}={env[ENV_RECALL_MIRROR]!r}: a PostgreSQL memory store has no Markdown mirror (a team "
-                f"store is not one person's folder of files). Unset {ENV_RECALL_MIRROR}, or export with "
-                "`korg-recall export --format markdown`."
-            )
-        return False
-    return wanted
 
 
 def _stdin_is_terminal() -> bool:

@@ -37,6 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from korg_bridge._fs.durable import replace_ours
 from korg_bridge.config import ENV_RECALL_MODEL_DIR
 from korg_bridge.errors import DependencyMissing, NetworkError
 from korg_bridge.recall.paths import model_cache_dir
@@ -192,7 +193,7 @@ def pull_model(env: Mapping[str, str], model: str | None = None) -> Path:
         "pooling": pooling,
     }
     try:
-        _pull_manifest(env, name).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        replace_ours(_pull_manifest(env, name), (json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
     except OSError as exc:
         raise DependencyMissing(f"cannot record the pulled model in {cache}: {exc}") from exc
     return directory

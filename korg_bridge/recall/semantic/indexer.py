@@ -50,7 +50,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from korg_bridge.config import ENV_RECALL_BACKGROUND, ENV_RECALL_INDEX
+from korg_bridge._fs.safe_read import READ_FLAGS
+from korg_bridge.config import ENV_RECALL_INDEX
 from korg_bridge.errors import KorgError
 
 __all__ = [
@@ -94,9 +95,9 @@ def background_enabled(env: Mapping[str, str]) -> bool:
     Raises:
         ConfigError: not a yes/no value.
     """
-    from korg_bridge.config import switch
+    from korg_bridge.config import background
 
-    return switch(env, ENV_RECALL_BACKGROUND, True)
+    return background(env)
 
 
 def lock_path(index_path: Path) -> Path:
@@ -168,7 +169,7 @@ class Lock:
 def held(index_path: Path, *, lock_file: Path | None = None) -> bool:
     """True while some process holds the embedding lock (an indexer runs, or ``index`` embeds)."""
     try:
-        fd = os.open(lock_file or lock_path(index_path), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(lock_file or lock_path(index_path), READ_FLAGS)  # a FIFO there must not block
     except OSError:
         return False
     try:

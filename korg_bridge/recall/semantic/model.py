@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from korg_bridge.config import ENV_RECALL_MODEL, ENV_RECALL_MODEL_DIR
+from korg_bridge._fs.safe_read import read_head, read_regular
+from korg_bridge.config import ENV_RECALL_MODEL_DIR, model_name
 from korg_bridge.errors import DependencyMissing
-from korg_bridge.recall.paths import model_cache_dir
+from korg_bridge.recall.paths import model_cache_dir, model_dir_setting
 
 if TYPE_CHECKING:
     import numpy
@@ -99,16 +100,24 @@ class ModelSpec:
 
 
 def _named_model(env: Mapping[str, str]) -> str:
-    return env.get(ENV_RECALL_MODEL, "").strip() or DEFAULT_MODEL
+    return model_name(env) or DEFAULT_MODEL
 
 
 def _pull_manifest(env: Mapping[str, str], model: str) -> Path:
     return model_cache_dir(env) / (model.replace("/", "--") + "." + MANIFEST)
 
 
+JSON_CAP = 16 * 1024 * 1024
+"""Bytes read of a model folder's JSON file: its configs are a few KB, a tokenizer a few MB."""
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in the regular file ``path``; None when it is missing, not a regular file
+    (a FIFO there must not hang a command that only asks whether a model is present), over
+    :data:`JSON_CAP`, or not a JSON object."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        got = read_regular(path, JSON_CAP)
+        value = json.loads(got.data.decode("utf-8")) if not got.over else None
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
@@ -121,8 +130,7 @@ def positive_int(value: Any) -> int | None:
 def _fingerprint(path: Path) -> str:
     """A cheap, copy-stable identity for an undescribed ONNX file: its size and first MiB."""
     try:
-        with path.open("rb") as fh:
-            head = fh.read(1 << 20)
+        head = read_head(path, 1 << 20)
         size = path.stat().st_size
     except OSError:
         return "unreadable"
@@ -142,7 +150,7 @@ def _dir_spec(directory: Path, env: Mapping[str, str]) -> ModelSpec:
             normalize=bool(manifest.get("normalize", True)),
             max_tokens=positive_int(manifest.get("max_seq_length")),
         )
-    named = env.get(ENV_RECALL_MODEL, "").strip()
+    named = model_name(env)
     if named:
         # fastembed knows this model's file name, pooling and dimension.
         return ModelSpec(
@@ -164,7 +172,7 @@ def resolve_model(env: Mapping[str, str]) -> ModelSpec | None:
 
     Reads only small JSON files and directory entries: safe on the cold path.
     """
-    raw_dir = env.get(ENV_RECALL_MODEL_DIR, "").strip()
+    raw_dir = model_dir_setting(env)
     if raw_dir:
         directory = Path(raw_dir).expanduser()
         spec = _dir_spec(directory, env)
@@ -209,7 +217,7 @@ def model_available(env: Mapping[str, str]) -> bool:
 
 
 def _missing_model_message(env: Mapping[str, str]) -> str:
-    raw_dir = env.get(ENV_RECALL_MODEL_DIR, "").strip()
+    raw_dir = model_dir_setting(env)
     if raw_dir:
         return (
             f"{ENV_RECALL_MODEL_DIR}={raw_dir} holds no usable model (needs model.onnx, tokenizer.json, "

@@ -26,13 +26,13 @@ Imported only on the semantic path: it imports numpy and ``tokenizers``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import DependencyMissing
+from korg_bridge.recall.semantic.model import read_json
 
 if TYPE_CHECKING:
     import numpy
@@ -100,11 +100,8 @@ def _pad_id(directory: Path, tokenizer: Tokenizer) -> int:
     padding = tokenizer.padding or {}
     if isinstance(padding.get("pad_id"), int):
         return int(padding["pad_id"])
-    try:
-        config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        config = {}
-    token = config.get("pad_token") if isinstance(config, dict) else None
+    config = read_json(directory / "tokenizer_config.json") or {}
+    token = config.get("pad_token")
     found = tokenizer.token_to_id(token) if isinstance(token, str) else None
     return int(found) if found is not None else 0
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from korg_bridge.config import ENV_RECALL_LEDGER
 from korg_bridge.errors import UsageError
 from korg_bridge.recall import paths
 
@@ -106,10 +105,11 @@ def resolve_sources(ledgers: Sequence[str] | None, env: Mapping[str, str]) -> li
     raw: list[str]
     if ledgers:
         raw = list(ledgers)
-    elif env.get(ENV_RECALL_LEDGER, "").strip():
-        raw = env[ENV_RECALL_LEDGER].split(os.pathsep)
     else:
-        return default_sources(env)
+        listed = paths.ledger_paths(env)
+        if listed is None:
+            return default_sources(env)
+        raw = listed
     found = [paths.expand(item.strip(), env) for item in raw if item.strip()]
     return list(dict.fromkeys(found))
 

@@ -31,10 +31,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from korg_bridge._fs.safe_read import NotRegular, read_regular
 from korg_bridge.recall.interop.claude.paths import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_NAME
 from korg_bridge.recall.memory.mirror.frontmatter import FrontMatterError, declared_type, parse
 from korg_bridge.recall.memory.records import iso, parse_iso
@@ -112,23 +112,17 @@ def read_file(path: Path, folder: Path) -> Read | Skip | None:
     try:
         if path.is_symlink() and not _inside(path, folder):
             return Skip(f"a symlink pointing outside {folder}")
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        got = read_regular(path, MAX_FILE_BYTES)
     except FileNotFoundError:
         return None
+    except NotRegular:
+        return Skip("not a regular file")
     except OSError as exc:
         return Skip(f"cannot be read ({exc.strerror or exc})")
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return Skip("not a regular file")
-        if info.st_size > MAX_FILE_BYTES:
-            return Skip(f"{info.st_size} bytes, larger than the {MAX_FILE_BYTES // 1024} KB read")
-        data = os.read(fd, MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        return Skip(f"cannot be read ({exc.strerror or exc})")
-    finally:
-        os.close(fd)
-    if len(data) > MAX_FILE_BYTES:
+    info, data = got.info, got.data
+    if info.st_size > MAX_FILE_BYTES:
+        return Skip(f"{info.st_size} bytes, larger than the {MAX_FILE_BYTES // 1024} KB read")
+    if got.over:  # it grew while read
         return Skip(f"larger than the {MAX_FILE_BYTES // 1024} KB read")
     if b"\0" in data:
         return Skip("binary (it holds NUL bytes)")

@@ -33,7 +33,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from korg_bridge.config import ENV_RECALL_CLAUDE_MEMORY, switch
+from korg_bridge._fs.safe_read import read_head
+from korg_bridge.config import claude_memory
 from korg_bridge.recall.paths import claude_home, codex_home
 from korg_bridge.recall.project import project_root
 
@@ -114,17 +115,9 @@ def memory_folder(env: Mapping[str, str], root: str) -> Path | None:
 def _cwds(transcript: str) -> list[str]:
     """The ``cwd`` values on the first lines of a transcript (at most 64 KB read)."""
     try:
-        fd = os.open(transcript, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
+        head = read_head(transcript, TRANSCRIPT_HEAD_BYTES)
+    except OSError:  # gone, unreadable, or not a regular file
         return []
-    try:
-        if not _regular(fd):
-            return []
-        head = os.read(fd, TRANSCRIPT_HEAD_BYTES)
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
     found: list[str] = []
     for line in head.split(b"\n")[:-1] or [head]:
         if not _CWD.search(line):
@@ -137,12 +130,6 @@ def _cwds(transcript: str) -> list[str]:
         if isinstance(cwd, str) and cwd and cwd not in found:
             found.append(cwd)
     return found
-
-
-def _regular(fd: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(os.fstat(fd).st_mode)
 
 
 def _transcripts(folder: Path) -> list[str]:
@@ -235,7 +222,7 @@ def may_hold_memories(env: Mapping[str, str], scopes: Sequence[str]) -> bool:
     where = store_location(env)
     if where.path is None or where.path.exists():
         return True
-    if not switch(env, ENV_RECALL_CLAUDE_MEMORY, True):
+    if not claude_memory(env):
         return False
     try:
         with os.scandir(projects_dir(env)) as projects:

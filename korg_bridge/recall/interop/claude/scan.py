@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from korg_bridge.config import ENV_RECALL_CLAUDE_MEMORY, switch
+from korg_bridge.config import ENV_RECALL_CLAUDE_MEMORY, claude_memory
 from korg_bridge.recall.interop.claude import records
 from korg_bridge.recall.interop.claude.paths import instruction_files, projects_dir, resolve_folder
 from korg_bridge.recall.interop.claude.records import AUTO_MEMORY, INSTRUCTIONS, FolderRow
@@ -40,7 +40,7 @@ def reading_on(ctx: Context) -> bool:
     Raises:
         ConfigError: ``KORG_RECALL_CLAUDE_MEMORY`` is not a yes/no value.
     """
-    if not switch(ctx.env, ENV_RECALL_CLAUDE_MEMORY, True) or ctx.writes == "off":
+    if not claude_memory(ctx.env) or ctx.writes == "off":
         return False
     from korg_bridge.recall.tenancy import walled
 

@@ -48,7 +48,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from korg_bridge.config import ENV_RECALL_CLAUDE_WRITEBACK
 from korg_bridge.errors import KorgError
 from korg_bridge.recall.interop.claude import records
 from korg_bridge.recall.interop.claude.files import BLOCK_BEGIN, BLOCK_END, CLAUDE_TYPES, outside_block
@@ -92,9 +91,9 @@ def enabled(ctx: Context) -> bool:
     Raises:
         ConfigError: a value that is not yes/no.
     """
-    from korg_bridge.config import switch
+    from korg_bridge.config import claude_writeback
 
-    return switch(ctx.env, ENV_RECALL_CLAUDE_WRITEBACK, False)
+    return claude_writeback(ctx.env)
 
 
 def _description(version: Version) -> str:

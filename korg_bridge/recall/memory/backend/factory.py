@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
-from korg_bridge.config import ENV_LEDGER_KEY, ENV_RECALL_STORE
+from korg_bridge.config import ENV_RECALL_STORE, ledger_key
 from korg_bridge.errors import ConfigError, ConnectionDropped
 from korg_bridge.recall.memory.backend.protocols import Store
 from korg_bridge.recall.paths import store_location
@@ -100,9 +100,8 @@ def verify_store(target: str, env: Mapping[str, str]) -> VerifyReport:
         from korg_bridge.recall.memory.backend.pg.oplog import verify
         from korg_bridge.recall.memory.backend.pg.store import PgStore
 
-        key = env.get(ENV_LEDGER_KEY)
         with PgStore.open(where.url, env) as store, store.reading() as tx:
-            return verify(tx, key.encode("utf-8") if key else None, f"{store.label} (tenant {store.tenant})")
+            return verify(tx, ledger_key(env), f"{store.label} (tenant {store.tenant})")
     from korg_bridge.recall.memory.backend.sqlite.oplogfile import log_state, verify_log
     from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
 
@@ -112,5 +111,4 @@ def verify_store(target: str, env: Mapping[str, str]) -> VerifyReport:
         raise ConfigError(f"no memory store at {path}. Pass the path of a store (its memory.sqlite).")
     with SqliteStore(path) as sqlite, sqlite.reading() as tx:
         anchor, breaks = log_state(tx)
-    key = env.get(ENV_LEDGER_KEY)
-    return verify_log(path, anchor, breaks, key.encode("utf-8") if key else None)
+    return verify_log(path, anchor, breaks, ledger_key(env))

@@ -6,8 +6,8 @@ editor, an agent with a shell, a FIFO, a symbolic link to ``~/.ssh``. So every p
 the folder is reached one component at a time from a descriptor of the folder
 (``openat`` with ``O_NOFOLLOW``): a link anywhere below it is refused, never followed out
 (the folder itself may be a link a person made, e.g. into a git checkout). A file is
-opened with ``O_NONBLOCK`` and looked at (``fstat``) before it is read, so a FIFO, socket
-or device is refused at once instead of hanging the call. A write goes to a fresh temporary
+read by :func:`korg_bridge._fs.safe_read.read_regular`, so a FIFO, socket or device is
+refused at once instead of hanging the call. A write goes to a fresh temporary
 file in ``.korg-tmp`` (made with ``O_EXCL``), is fsynced and renamed over its target, so a
 reader sees the old file or the new one, never half of one.
 """
@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from korg_bridge._fs.durable import write_all
-from korg_bridge._fs.lines import not_regular
+from korg_bridge._fs.durable import write_synced
+from korg_bridge._fs.safe_read import NotRegular, read_regular
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -53,7 +53,6 @@ MAX_FILE_BYTES = 64 * 1024
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | _NOFOLLOW | _CLOEXEC
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
 
 
@@ -149,23 +148,13 @@ def read_at(root: Path, rel: str) -> Read:
     try:
         with _folder(root, folder, create=False) as dir_fd:
             try:
-                fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+                got = read_regular(name, MAX_FILE_BYTES, follow=False, dir_fd=dir_fd)
+            except NotRegular as exc:
+                return Read(None, FileState(exc.info.st_size, exc.info.st_mtime_ns, ""), exc.kind)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     return Read(None, _lstat_state(dir_fd, name), _refusal(exc))
-                if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):  # a socket
-                    return Read(None, _lstat_state(dir_fd, name), "a socket")
                 raise
-            try:
-                info = os.fstat(fd)
-                kind = not_regular(info.st_mode)
-                if kind is not None:
-                    return Read(None, FileState(info.st_size, info.st_mtime_ns, ""), kind)
-                if info.st_size > MAX_FILE_BYTES:
-                    return Read(b"", FileState(info.st_size, info.st_mtime_ns, ""))
-                data = _read_capped(fd)
-            finally:
-                os.close(fd)
     except FileNotFoundError:
         return GONE
     except OSError as exc:
@@ -173,19 +162,10 @@ def read_at(root: Path, rel: str) -> Read:
         if refused is not None:
             return Read(None, None, f"below {folder or '.'}: {refused}")
         return Read(None, None, f"unreadable ({exc.strerror or exc})")
-    return Read(data, FileState(info.st_size, info.st_mtime_ns, sha256_of(data)))
-
-
-def _read_capped(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    while total <= MAX_FILE_BYTES:
-        chunk = os.read(fd, MAX_FILE_BYTES + 1 - total)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    return b"".join(chunks)
+    info = got.info
+    if got.over:  # not read: reported as unparseable, with its real size
+        return Read(b"", FileState(info.st_size, info.st_mtime_ns, ""))
+    return Read(got.data, FileState(info.st_size, info.st_mtime_ns, sha256_of(got.data)))
 
 
 def _lstat_state(dir_fd: int, name: str) -> FileState | None:
@@ -250,8 +230,7 @@ def write_atomic(root: Path, rel: str, text: str) -> FileState:
         fd = os.open(tmp, _TMP_FLAGS, 0o600, dir_fd=tmp_fd)
         try:
             try:
-                write_all(fd, data)
-                os.fsync(fd)
+                write_synced(fd, data)
             finally:
                 os.close(fd)
             os.rename(tmp, name, src_dir_fd=tmp_fd, dst_dir_fd=dir_fd)

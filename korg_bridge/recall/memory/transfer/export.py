@@ -27,6 +27,7 @@ from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from korg_bridge._fs.durable import publish
 from korg_bridge._version import __version__
 from korg_bridge.errors import ConfigError, UsageError
 from korg_bridge.recall.memory.mirror.frontmatter import rel_path, render
@@ -117,22 +118,13 @@ def _publish(tmp: Path, path: Path) -> None:
         ConfigError: the file system refuses both a hard link and a rename.
     """
     try:
-        os.link(tmp, path)  # fails if path exists: no check-then-rename race
+        publish(tmp, path, replace=False)  # a link: fails if path exists, no check-then-rename race
     except FileExistsError:
         raise UsageError(
             f"{path} appeared while exporting; it was left as it is. Pass a new --output path."
         ) from None
-    except OSError:
-        # File systems without hard links (FAT, some FUSE): a rename after one more check.
-        if os.path.lexists(path):
-            raise UsageError(f"{path} appeared while exporting; it was left as it is.") from None
-        try:
-            os.rename(tmp, path)
-        except OSError as exc:
-            raise ConfigError(f"cannot write {path}: {exc.strerror or exc}.") from exc
-        return
-    with contextlib.suppress(OSError):
-        os.unlink(tmp)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}.") from exc
 
 
 def export_jsonl(

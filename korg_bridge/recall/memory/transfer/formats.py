@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from korg_bridge._fs.safe_read import NotRegular, RegularFile
 from korg_bridge.errors import ConfigError, UsageError
 from korg_bridge.recall.memory import storable
 from korg_bridge.recall.memory.drafts import BODY_MAX_BYTES, TAG_MAX_CHARS, TAGS_MAX
@@ -96,30 +96,26 @@ def _read(path: Path, cap: int) -> bytes:
         UsageError: it is not a regular file, or it is too big.
         ConfigError: it cannot be read.
     """
+    file = RegularFile(path)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        file.open()
+    except NotRegular as exc:
+        raise UsageError(
+            f"{path} is not a regular file (a FIFO, socket or device). Pass a file or a folder."
+        ) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}. Check its permissions.") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(
-                f"{path} is not a regular file (a FIFO, socket or device). Pass a file or a folder."
-            )
-        if info.st_size > cap:
-            raise UsageError(f"{path} is {info.st_size} bytes; an import reads at most {cap} bytes per file.")
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := os.read(fd, 1 << 20):
-            size += len(chunk)
-            if size > cap:  # it grew while being read
-                raise UsageError(f"{path} is over {cap} bytes; an import reads at most that per file.")
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from exc
-    finally:
-        os.close(fd)
+    with file:
+        size = file.stat.st_size
+        if size > cap:
+            raise UsageError(f"{path} is {size} bytes; an import reads at most {cap} bytes per file.")
+        try:
+            data, over = file.read(cap)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}.") from exc
+    if over:  # it grew while being read
+        raise UsageError(f"{path} is over {cap} bytes; an import reads at most that per file.")
+    return data
 
 
 def _text(data: bytes, where: str) -> str:

@@ -35,7 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.config import ENV_LEDGER_KEY, ENV_RECALL_STORE
+from korg_bridge.config import ENV_RECALL_STORE, ledger_key
 from korg_bridge.errors import ConfigError, DependencyMissing, KorgError
 from korg_bridge.recall.memory.backend.pg.errors import (
     LOCK_TIMEOUT_S,
@@ -173,8 +173,7 @@ class PgStore:
         self.url = url
         self.label = safe_url(url)
         self.tenant = tenant
-        key = env.get(ENV_LEDGER_KEY)
-        self.ledger_key = key.encode("utf-8") if key else None
+        self.ledger_key = ledger_key(env)
         self.role = ""
         self.database = ""
         self.vector_version = ""

@@ -42,8 +42,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge._fs.lines import not_regular
-from korg_bridge.config import ENV_LEDGER_KEY
+from korg_bridge._fs.safe_read import NotRegular, RegularFile, not_regular
+from korg_bridge.config import ledger_key
 from korg_bridge.errors import KorgError
 from korg_bridge.recall.memory.records import iso
 from korg_bridge.recall.paths import OPLOG_NAME
@@ -59,11 +59,6 @@ __all__ = ["ANCHOR_SEQ", "ANCHOR_TIP", "BREAKS", "flush", "log_state", "verify_l
 logger = logging.getLogger(__name__)
 
 _TAIL_BLOCK = 64 * 1024
-
-
-_READ_FLAGS = (
-    os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-)
 
 
 ANCHOR_SEQ = "oplog_seq"
@@ -101,28 +96,24 @@ def _not_a_file(path: Path) -> str | None:
 
 def _tail_entries(path: Path, wanted: int) -> list[dict[str, Any]]:
     """The last ``wanted`` complete entries of the log, oldest first (fewer if it is shorter;
-    none if it is missing). Never blocks: opened ``O_NONBLOCK`` and refused unless regular.
+    none if it is missing). Never blocks: read through :class:`RegularFile`, which refuses
+    anything but a regular file (and a link) without opening it for a writer.
 
     Raises:
         OSError: the log cannot be read, or is not a regular file.
     """
     try:
-        fd = os.open(path, _READ_FLAGS)
+        with RegularFile(path, follow=False) as file:
+            start = file.stat.st_size
+            data = b""
+            while start > 0 and data.count(b"\n") <= wanted:
+                step = min(_TAIL_BLOCK, start)
+                start -= step
+                data = file.pread(step, start) + data
     except FileNotFoundError:
         return []
-    try:
-        info = os.fstat(fd)
-        kind = not_regular(info.st_mode)
-        if kind is not None:
-            raise OSError(errno.EINVAL, f"{path} is {kind}")
-        start = info.st_size
-        data = b""
-        while start > 0 and data.count(b"\n") <= wanted:
-            step = min(_TAIL_BLOCK, start)
-            start -= step
-            data = os.pread(fd, step, start) + data
-    finally:
-        os.close(fd)
+    except NotRegular as exc:
+        raise OSError(errno.EINVAL, f"{path} is {exc.kind}") from exc
     lines = data.split(b"\n")[:-1]  # the last piece is empty, or a line still being written
     found: list[dict[str, Any]] = []
     for raw in lines[-(wanted + 1) :] if wanted else []:
@@ -221,8 +212,7 @@ def flush(store: Any, env: Mapping[str, str]) -> str | None:
         message = f"{path} is {kind}, not the operation log; the entries stay queued. Move it aside"
         logger.warning("memory operation log: %s", message)
         return message
-    key = env.get(ENV_LEDGER_KEY)
-    writer = LedgerWriter(path, key=key.encode("utf-8") if key else None)
+    writer = LedgerWriter(path, key=ledger_key(env))
     try:
         with store.write() as tx:
             rows = tx.execute("SELECT seq, op_id, entry FROM oplog_pending ORDER BY seq").fetchall()

@@ -27,16 +27,16 @@ import logging
 import os
 import sqlite3
 import stat
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from korg_bridge._fs.durable import reserve
+from korg_bridge._fs.safe_read import read_head
 from korg_bridge.config import ENV_RECALL_STORE
 from korg_bridge.errors import ConfigError, KorgError
-from korg_bridge.recall.history.migrations import SchemaMismatch, applied, migrate
+from korg_bridge.recall.history.migrations import SchemaMismatch, applied, ensure_wal, migrate
 from korg_bridge.recall.memory.backend.sqlite.schema import MIGRATIONS, TABLES
 
 __all__ = [
@@ -197,8 +197,7 @@ class SqliteStore:
         if info.st_size == 0:
             return
         try:
-            with open(self.path, "rb") as handle:
-                head = handle.read(len(_SQLITE_MAGIC))
+            head = read_head(self.path, len(_SQLITE_MAGIC))
         except OSError as exc:
             raise ConfigError(
                 f"cannot read the memory store {self.path}: {exc.strerror or exc}. Check its permissions."
@@ -234,7 +233,7 @@ class SqliteStore:
                 verdict = conn.execute("PRAGMA quick_check").fetchone()
                 if verdict is None or verdict[0] != "ok":
                     raise self.unusable(f"is corrupt ({verdict[0] if verdict else 'no answer'})")
-            self._ensure_wal(conn)
+            ensure_wal(conn, BUSY_TIMEOUT_S)
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA temp_store = MEMORY")
@@ -251,23 +250,6 @@ class SqliteStore:
         missing = TABLES - names
         if missing:
             raise self.unusable(f"lacks tables {', '.join(sorted(missing))}")
-
-    @staticmethod
-    def _ensure_wal(conn: sqlite3.Connection) -> None:
-        """Switch to WAL; while another process creates the same file the switch fails at once with
-        "locked" (SQLite does not busy-wait for it), so retry with a short back-off."""
-        deadline = time.monotonic() + BUSY_TIMEOUT_S
-        delay = 0.005
-        while True:
-            try:
-                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    conn.execute("PRAGMA journal_mode = WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() >= deadline:
-                    raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
 
     def _backup(self, conn: sqlite3.Connection, why: str) -> Path:
         """Copy the store to ``<store>.bak-<UTC>`` (reserved first, written as ``.partial``, then

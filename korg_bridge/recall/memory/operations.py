@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from korg_bridge.config import ENV_RECALL_WRITES
 from korg_bridge.errors import UsageError
-from korg_bridge.recall.interop.claude.records import derived_refusal, is_derived
 from korg_bridge.recall.memory import oplog
 from korg_bridge.recall.memory.drafts import (
     checked_key,
@@ -33,7 +32,7 @@ from korg_bridge.recall.memory.drafts import (
 from korg_bridge.recall.memory.embedding import embed_heads, embed_text, semantic_check, store_vector
 from korg_bridge.recall.memory.mirror.readback import sync_mirror
 from korg_bridge.recall.memory.normalize import title_of
-from korg_bridge.recall.memory.records import Version, check_id, iso, user_time
+from korg_bridge.recall.memory.records import Version, check_id, derived_refusal, is_derived, iso, user_time
 from korg_bridge.recall.memory.rows import add_link, head, pending_proposal, supersede, update_head
 from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.write_policy import SCOPE_SOFT_CAP, decide

@@ -17,8 +17,9 @@ from pathlib import Path
 from korg_bridge.config import ENV_RECALL_CLAUDE_MEMORY, switch
 from korg_bridge.recall.interop.claude import records
 from korg_bridge.recall.interop.claude.paths import instruction_files, projects_dir, resolve_folder
-from korg_bridge.recall.interop.claude.records import AUTO_MEMORY, INSTRUCTIONS, FolderRow
+from korg_bridge.recall.interop.claude.records import FolderRow
 from korg_bridge.recall.memory.backend.protocols import Store, Tx
+from korg_bridge.recall.memory.records import AUTO_MEMORY, INSTRUCTIONS
 from korg_bridge.recall.memory.scopes import Context
 
 __all__ = [

@@ -61,7 +61,7 @@ from korg_bridge.recall.interop.claude.paths import (
 from korg_bridge.recall.interop.claude.records import WRITEBACK, FileRow
 from korg_bridge.recall.memory.backend.protocols import Store, Tx
 from korg_bridge.recall.memory.mirror.frontmatter import FrontMatterError, parse, set_values
-from korg_bridge.recall.memory.records import Version, iso
+from korg_bridge.recall.memory.records import Version, is_derived, iso
 from korg_bridge.recall.memory.rows import head
 from korg_bridge.recall.memory.scopes import Context
 
@@ -190,7 +190,7 @@ def _wanted(version: Version | None, now: str) -> bool:
         and version.trust == "trusted"
         and version.scope.startswith("project:")
         and (version.expires_at is None or version.expires_at > now)
-        and not records.is_derived(version)
+        and not is_derived(version)
     )
 
 
@@ -212,7 +212,7 @@ def after_write(
         with store.write() as conn:
             for memory_id in dict.fromkeys(ids):
                 current = head(conn, memory_id)
-                if current is None or records.is_derived(current):
+                if current is None or is_derived(current):
                     continue
                 rows = records.rows_for_ids(conn, [memory_id], WRITEBACK)
                 if _wanted(current, now):

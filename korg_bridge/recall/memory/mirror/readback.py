@@ -40,7 +40,7 @@ from korg_bridge.config import ENV_RECALL_WRITES
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory.mirror import files as mirror
 from korg_bridge.recall.memory.mirror.files import Change
-from korg_bridge.recall.memory.records import MEMORY_TYPES, Version, check_id
+from korg_bridge.recall.memory.records import MEMORY_TYPES, Version, check_id, derived_refusal, is_derived
 from korg_bridge.recall.memory.rows import head, mark_dirty, select_versions
 from korg_bridge.recall.memory.scopes import Context, mirror_dir_of
 from korg_bridge.recall.paths import MIRROR_NAME
@@ -215,7 +215,6 @@ def _origin(change: Change, current: Version) -> str:
 
 
 def _take_edit(conn: Tx, ctx: Context, root: Path, change: Change, current: Version) -> str | None:
-    from korg_bridge.recall.interop.claude.records import derived_refusal, is_derived
     from korg_bridge.recall.memory import oplog
     from korg_bridge.recall.memory.writes import add_version
 

@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 from korg_bridge.config import ENV_RECALL_WRITES
 from korg_bridge.errors import ConfigError, UsageError
 from korg_bridge.recall.memory import oplog
+from korg_bridge.recall.memory.committed import CommittedChange, Touched
 from korg_bridge.recall.memory.embedding import drop_vectors
 from korg_bridge.recall.memory.mirror import files as mirror
 from korg_bridge.recall.memory.mirror.readback import sync_mirror
-from korg_bridge.recall.memory.projections import CommittedChange, Touched, after_commit
+from korg_bridge.recall.memory.projections import after_commit
 from korg_bridge.recall.memory.records import Version, check_id, iso
 from korg_bridge.recall.memory.rows import head, lineage, update_head
 from korg_bridge.recall.memory.scopes import Context

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from korg_bridge.config import ENV_RECALL_WRITES
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import oplog
+from korg_bridge.recall.memory.committed import CommittedChange, Touched
 from korg_bridge.recall.memory.drafts import (
     checked_key,
     checked_tags,
@@ -35,7 +36,7 @@ from korg_bridge.recall.memory.drafts import (
 from korg_bridge.recall.memory.embedding import embed_heads, embed_text, semantic_check, store_vector
 from korg_bridge.recall.memory.mirror.readback import sync_mirror
 from korg_bridge.recall.memory.normalize import title_of
-from korg_bridge.recall.memory.projections import CommittedChange, Touched, after_commit
+from korg_bridge.recall.memory.projections import after_commit
 from korg_bridge.recall.memory.records import Version, check_id, derived_refusal, is_derived, iso, user_time
 from korg_bridge.recall.memory.rows import add_link, head, pending_proposal, supersede, update_head
 from korg_bridge.recall.memory.scopes import Context

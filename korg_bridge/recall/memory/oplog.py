@@ -24,7 +24,7 @@ from korg_bridge.recall.memory.safety import redact_value
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Store, Tx
-    from korg_bridge.recall.memory.projections import CommittedChange
+    from korg_bridge.recall.memory.committed import CommittedChange
 
 __all__ = ["flush", "record", "version_args"]
 

@@ -3,7 +3,8 @@
 A write (``remember``, ``revise``, ``restore``, ``memories --approve``, ``forget``)
 is one store transaction; everything that follows it is a *projection* of what that
 transaction committed -- a copy kept somewhere else, which may fail or lag without
-undoing the write. The operation builds one :class:`CommittedChange` and calls
+undoing the write. The operation builds one :class:`~.committed.CommittedChange` (the
+value, re-exported here for subscribers) and calls
 :func:`after_commit` once; the projections run in this order:
 
 1. the operation log: the entries queued in the transaction are appended
@@ -11,7 +12,7 @@ undoing the write. The operation builds one :class:`CommittedChange` and calls
 2. the Markdown mirror: the files of the touched memories (:mod:`.mirror.projection`);
 3. projections the composition root added (:func:`add_projection`): the Claude Code
    write-back (:mod:`korg_bridge.recall.interop.claude.writeback`), registered by
-   :mod:`korg_bridge.recall.cli.app` -- so ``recall/memory`` never imports ``interop``;
+   :mod:`korg_bridge.recall.cli.wiring` -- so ``recall/memory`` never imports ``interop``;
 4. the listeners (:func:`subscribe`): in-process callables told of every committed
    change (the console's live view and the engine's/sync's replication subscribe here).
 
@@ -25,16 +26,13 @@ raised, as a configuration error); a listener that raises is logged and skipped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.errors import KorgError
+from korg_bridge.recall.memory.committed import CommittedChange, Listener, Projection, Touched
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Store
-    from korg_bridge.recall.memory.records import Version
-    from korg_bridge.recall.memory.scopes import Context
 
 __all__ = [
     "CommittedChange",
@@ -49,76 +47,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class Touched:
-    """One memory a committed write changed: the version it is at now and the log entry saying so."""
-
-    memory_id: str
-    version: int
-    """The version written (or, for a ``remember`` that found the fact stored already, the one it
-    found; for a retire or a purge, the version the lineage was at)."""
-    state: str
-    """Its state after the commit: ``live``, ``pending``, ``retired`` or ``purged``."""
-    scope: str
-    status: str
-    """What happened to it, as the operation log says: ``created``, ``merged``, ``superseded``,
-    ``exists``, ``revised``, ``restored``, ``approved``, ``retired``, ``purged``."""
-    op_id: str
-    """The ``op_id`` of its operation-log entry (``args.op_id``): what a replica deduplicates on."""
-
-    @classmethod
-    def of(cls, version: Version, status: str, op_id: str, *, state: str | None = None) -> Touched:
-        """``version`` as a write left it (``state``: its state after the commit, when the
-        transaction changed it in place -- a retire, a purge)."""
-        return cls(version.id, version.version, state or version.state, version.scope, status, op_id)
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedChange:
-    """What one committed write did: the value every projection and listener receives.
-
-    A listener gets this and nothing else: the operation (``op``), who did it (``actor``),
-    for whom (``tenant``: a team store's tenant, else None), and per memory its id, version,
-    state, scope, status and log entry (``touched``). Its text is not here: a listener that
-    needs it reads the version from the store (ids and versions never change meaning).
-    """
-
-    op: str
-    """``remember``, ``revise``, ``restore``, ``approve`` or ``forget``."""
-    actor: str
-    tenant: str | None
-    touched: tuple[Touched, ...]
-    ctx: Context
-    """The call's context (environment, approval mode, mirror switch, time)."""
-    mirror_problems: tuple[str, ...] = ()
-    """What reading the mirror back found before the write, and files a purge left: reported
-    under ``checks.mirror`` with what the mirror projection finds."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Reserved for what a later operation adds; empty today."""
-
-    @classmethod
-    def of(
-        cls, ctx: Context, op: str, touched: Iterable[Touched], *, mirror_problems: Iterable[str] = ()
-    ) -> CommittedChange:
-        """The change ``ctx``'s caller committed: its actor, and its tenant when it has one."""
-        return cls(op, ctx.actor, tenant_of(ctx), tuple(touched), ctx, tuple(mirror_problems))
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        """The memories whose files follow them (every one touched but the purged)."""
-        return tuple(t.memory_id for t in self.touched if t.state != "purged")
-
-    @property
-    def purged(self) -> tuple[str, ...]:
-        """The memories erased: nothing of them may remain in any copy."""
-        return tuple(t.memory_id for t in self.touched if t.state == "purged")
-
-
-Projection = Callable[["Store", CommittedChange], Mapping[str, Any]]
-"""A copy kept of what was committed: takes the change and the open store, returns its checks."""
-Listener = Callable[[CommittedChange], None]
-"""An in-process subscriber told of every committed change; what it returns is ignored."""
 
 _added: dict[str, Projection] = {}
 _listeners: list[Listener] = []
@@ -172,14 +100,3 @@ def after_commit(store: Store, change: CommittedChange) -> dict[str, Any]:
         checks.update(run(store, change))
     notify(change)
     return checks
-
-
-def tenant_of(ctx: Context) -> str | None:
-    """The tenant a change is written for (None without one, or when the setting is unreadable:
-    the write committed, so this never fails it)."""
-    from korg_bridge.recall.tenancy import tenant_from
-
-    try:
-        return tenant_from(ctx.env)
-    except KorgError:
-        return None

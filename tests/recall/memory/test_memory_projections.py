@@ -106,3 +106,30 @@ def test_an_approval_is_heard_once_for_all_the_proposals_it_makes_live(
     ]
     assert heard[2].actor == "user"
     assert list(approved["checks"]) == ["oplog", "mirror"]
+
+
+@pytest.mark.no_store
+def test_no_module_of_the_memory_package_imports_interop_or_the_cli() -> None:
+    """The memory package is joined to Claude Code's folders by the composition root alone
+    (recall/cli/wiring.py); every import counts, at module level, in a function or for typing."""
+    import ast
+
+    import korg_bridge
+
+    package = Path(korg_bridge.__file__).parent
+    crossing: list[str] = []
+    for path in sorted((package / "recall" / "memory").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
+            crossing += [
+                f"{path.relative_to(package)}: {name}"
+                for name in names
+                if name.startswith(("korg_bridge.recall.interop", "korg_bridge.recall.cli"))
+            ]
+    assert crossing == []

@@ -150,13 +150,6 @@ def open_for_reading(ctx: Context, scopes: Sequence[str]) -> Store | None:
     Raises:
         ConfigError: the store path cannot be used (see :mod:`.store`), or a bad switch value.
     """
-    from korg_bridge.recall.memory.backend.factory import open_store
-    from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
-    from korg_bridge.recall.paths import store_location
+    from korg_bridge.recall.memory.sources import open_store_for_reading
 
-    where = store_location(ctx.env)
-    if where.path is None:
-        return open_store(ctx.env)  # a team store: always there, and never fed from one person's folders
-    if where.path.exists() or anything_to_read(ctx, scopes):
-        return SqliteStore(where.path)
-    return None
+    return open_store_for_reading(ctx, lambda: anything_to_read(ctx, scopes))

@@ -70,7 +70,7 @@ from korg_bridge.recall.memory.rows import head
 from korg_bridge.recall.memory.scopes import Context
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.projections import CommittedChange
+    from korg_bridge.recall.memory.committed import CommittedChange
 
 __all__ = [
     "ARCHIVE",

@@ -18,7 +18,7 @@ from korg_bridge.recall.memory.mirror import files
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Store
-    from korg_bridge.recall.memory.projections import CommittedChange
+    from korg_bridge.recall.memory.committed import CommittedChange
 
 __all__ = ["project"]
 

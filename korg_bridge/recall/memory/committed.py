@@ -59,7 +59,10 @@ class CommittedChange:
     """
 
     op: str
-    """``remember``, ``revise``, ``restore``, ``approve`` or ``forget``."""
+    """``remember``, ``revise``, ``restore``, ``approve`` or ``forget`` (through every projection);
+    ``mirror_edit`` or ``mirror_import``: a hand edit or a new file of the Markdown mirror taken in
+    before an operation, which the listeners alone are told of (its log entry is appended and its
+    file rewritten with the operation's projections)."""
     actor: str
     tenant: str | None
     touched: tuple[Touched, ...]

@@ -16,6 +16,10 @@ value, re-exported here for subscribers) and calls
 4. the listeners (:func:`subscribe`): in-process callables told of every committed
    change (the console's live view and the engine's/sync's replication subscribe here).
 
+A hand edit of the Markdown mirror taken in before an operation (:mod:`.mirror.readback`)
+is a committed change too: the listeners are told of it at once (:func:`notify`); its log
+entry and its file follow with the operation's projections.
+
 Each projection receives the change and the open store, returns the ``checks`` it
 reports (``oplog``, ``mirror``, ``claude_writeback``: the keys a command's result
 carries), and never calls back into the operation. None undoes a committed write: a

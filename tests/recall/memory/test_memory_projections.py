@@ -108,6 +108,30 @@ def test_an_approval_is_heard_once_for_all_the_proposals_it_makes_live(
     assert list(approved["checks"]) == ["oplog", "mirror"]
 
 
+@pytest.mark.sqlite_only("the Markdown mirror is a folder of files beside a SQLite store")
+def test_a_hand_edit_of_the_mirror_is_heard_when_it_is_taken_in_and_its_file_follows(
+    capsys: pytest.CaptureFixture[str], project: Path, store: Path, heard: list[CommittedChange]
+) -> None:
+    made = answer(
+        capsys, "remember", "--content", "The staging database is reset every Monday.", "--type", "project"
+    )
+    memory_id = str(made["id"])
+    (path,) = (store.parent / "memories").rglob(f"*--{memory_id}.md")
+    path.write_text(path.read_text().replace("every Monday", "every Sunday night"))
+    revised = answer(capsys, "revise", "--id", memory_id, "--old-text", "Sunday", "--new-text", "Saturday")
+    assert _said(heard) == [
+        ("remember", [(memory_id, 1, "live", "created")]),
+        ("mirror_edit", [(memory_id, 2, "live", "revised")]),
+        ("revise", [(memory_id, 3, "live", "revised")]),
+    ]
+    assert heard[1].actor == "user"
+    assert (revised["checks"]["oplog"], revised["checks"]["mirror"]) == ("appended", "up to date")
+    (path,) = (store.parent / "memories").rglob(f"*--{memory_id}.md")  # renamed: its title follows the body
+    assert "version: 3\n" in path.read_text() and "every Saturday night" in path.read_text()
+    logged = [(entry["tool_name"], entry["args"]["op_id"]) for entry in log_entries(store)]
+    assert logged == [(f"memory.{c.op}", c.touched[0].op_id) for c in heard]
+
+
 @pytest.mark.no_store
 def test_no_module_of_the_memory_package_imports_interop_or_the_cli() -> None:
     """The memory package is joined to Claude Code's folders by the composition root alone

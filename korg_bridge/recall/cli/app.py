@@ -813,6 +813,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return kit.main(argv)
 
 
+from korg_bridge.recall.cli.wiring import join as _join  # noqa: E402
+
+_join()  # the memory store's writes and reads joined to Claude Code's folders (cli/wiring.py)
+
 from korg_bridge.recall.cli.memory import register as _register_memory  # noqa: E402
 
 _register_memory(kit)  # remember, revise, forget, memories, restore (korg_bridge/recall/memory/)

@@ -359,9 +359,9 @@ def memories_cmd(args: dict[str, Any]) -> int:
     from korg_bridge.recall.memory import listing
 
     listing.parse_cursor(args.get("cursor"))
-    from korg_bridge.recall.interop.claude import intake as claude_sync
+    from korg_bridge.recall.memory import sources
 
-    opened = claude_sync.open_for_reading(ctx, scopes)  # Claude Code's memories count as something
+    opened = sources.open_for_reading(ctx, scopes)  # Claude Code's memories count as something
     if opened is None:
         if args.get("ids"):
             raise UsageError("no memories yet: the memory store does not exist. Remember something first.")
@@ -376,7 +376,7 @@ def memories_cmd(args: dict[str, Any]) -> int:
 
     def read(store: Store) -> tuple[dict[str, Any], list[str]]:
         problems = sync_mirror(store, ctx, scopes)
-        problems += claude_sync.refresh(store, ctx, scopes)  # what Claude Code changed in its folders
+        problems += sources.take_in(store, ctx, scopes)  # what Claude Code changed in its folders
         store.flush_log(ctx.env)
         if args.get("ids"):
             found = listing.read_full(

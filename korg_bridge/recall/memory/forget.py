@@ -31,14 +31,15 @@ from typing import TYPE_CHECKING, Any
 from korg_bridge.config import ENV_RECALL_WRITES
 from korg_bridge.errors import ConfigError, ListChanged, UsageError
 from korg_bridge.recall.memory import oplog
+from korg_bridge.recall.memory.committed import CommittedChange, Touched
 from korg_bridge.recall.memory.embedding import drop_vectors
 from korg_bridge.recall.memory.mirror import files as mirror
 from korg_bridge.recall.memory.mirror.readback import sync_mirror
+from korg_bridge.recall.memory.projections import after_commit
 from korg_bridge.recall.memory.records import Version, check_id, iso
 from korg_bridge.recall.memory.rows import head, lineage, update_head
 from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.search import FORGET_MAX, forget_matches
-from korg_bridge.recall.memory.writes import finish
 from korg_bridge.recall.paths import MIRROR_NAME
 
 if TYPE_CHECKING:
@@ -219,6 +220,7 @@ def _act(
     found = list(problems) if problems is not None else sync_mirror(store, ctx, scopes)
     now = iso(ctx.now)
     done: list[str] = []
+    touched: list[Touched] = []
     unchanged: list[str] = []
     edited: list[str] = []
     theirs: list[str] = []
@@ -246,19 +248,17 @@ def _act(
                 kept_edited, kept = _purge(conn, memory_id, now, root)
                 edited.extend(kept_edited)
                 theirs.extend(kept)
-            args = {**oplog.version_args(current), "state": "retired" if mode == "retire" else "purged"}
-            oplog.record(conn, actor=ctx.actor, op="forget", status=f"{mode}d", args=args, now=ctx.now)
+            state = "retired" if mode == "retire" else "purged"
+            args = {**oplog.version_args(current), "state": state}
+            op_id = oplog.record(
+                conn, actor=ctx.actor, op="forget", status=f"{mode}d", args=args, now=ctx.now
+            )
             done.append(memory_id)
+            touched.append(Touched.of(current, f"{mode}d", op_id, state=state))
         if mode == "purge" and done:
             conn.text.after_purge(conn)
     found.extend(f"{path} was edited by hand; left as it is (delete it yourself)" for path in edited)
-    checks = finish(
-        store,
-        ctx,
-        ids=done if mode == "retire" else (),
-        problems=found,
-        purged=done if mode == "purge" else (),
-    )
+    checks = after_commit(store, CommittedChange.of(ctx, "forget", touched, mirror_problems=found))
     result: dict[str, Any] = {"status": f"{mode}d" if done else "unchanged", "mode": mode, "ids": done}
     if unchanged:
         result["unchanged"] = unchanged

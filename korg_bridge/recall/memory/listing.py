@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from korg_bridge.errors import UsageError
-from korg_bridge.recall.interop.claude.records import source_kind
-from korg_bridge.recall.memory.records import Version, check_id, iso
+from korg_bridge.recall.memory.records import Version, check_id, iso, source_kind
 from korg_bridge.recall.memory.rows import lineage, links_of
 from korg_bridge.recall.memory.safety import age_label, escape_body
 

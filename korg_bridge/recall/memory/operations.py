@@ -5,9 +5,12 @@ Shape of every write here:
 1. refuse early what the approval mode forbids (``KORG_RECALL_WRITES=off``);
 2. validate and prepare the text (:mod:`.drafts`) -- nothing touched yet;
 3. take in hand edits of the mirror folders involved (:mod:`.sync`);
-4. one ``BEGIN IMMEDIATE`` transaction: decide against the store as it is now,
-   write the version(s), links, vector, and the queued log entry;
-5. after commit (:func:`~.writes.finish`): mirror files, then the log.
+4. one ``BEGIN IMMEDIATE`` transaction: decide against the store as it is now
+   (:mod:`.write_policy`), write the version(s), links, vector, and the queued log entry
+   (:mod:`.oplog`);
+5. after commit, one :class:`~.projections.CommittedChange` handed to
+   :func:`~.projections.after_commit`: the log appended, the mirror files, the Claude Code
+   write-back when registered, the listeners -- none of which calls back in here.
 
 The result is printed only after step 4 committed, so a memory whose result was
 printed survives a crash at any later moment.
@@ -20,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from korg_bridge.config import ENV_RECALL_WRITES
 from korg_bridge.errors import UsageError
-from korg_bridge.recall.interop.claude.records import derived_refusal, is_derived
 from korg_bridge.recall.memory import oplog
+from korg_bridge.recall.memory.committed import CommittedChange, Touched
 from korg_bridge.recall.memory.drafts import (
     checked_key,
     checked_tags,
@@ -33,11 +36,12 @@ from korg_bridge.recall.memory.drafts import (
 from korg_bridge.recall.memory.embedding import embed_heads, embed_text, semantic_check, store_vector
 from korg_bridge.recall.memory.mirror.readback import sync_mirror
 from korg_bridge.recall.memory.normalize import title_of
-from korg_bridge.recall.memory.records import Version, check_id, iso, user_time
+from korg_bridge.recall.memory.projections import after_commit
+from korg_bridge.recall.memory.records import Version, check_id, derived_refusal, is_derived, iso, user_time
 from korg_bridge.recall.memory.rows import add_link, head, pending_proposal, supersede, update_head
 from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.write_policy import SCOPE_SOFT_CAP, decide
-from korg_bridge.recall.memory.writes import add_version, apply_decision, finish, live_count
+from korg_bridge.recall.memory.writes import add_version, apply_decision, live_count
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Store, Tx
@@ -80,7 +84,7 @@ def remember(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, A
             for similar in decision.similar:
                 add_link(conn, version.id, similar.id, "similar", version.recorded_at)
         count = live_count(conn, scope)
-        oplog.record(
+        op_id = oplog.record(
             conn,
             actor=ctx.actor,
             op="remember",
@@ -95,7 +99,10 @@ def remember(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, A
             f"{count} live memories in {scope}, above the soft cap of {SCOPE_SOFT_CAP}: review them with "
             "`memories` and forget what is stale (nothing was refused)"
         )
-    checks.update(finish(store, ctx, ids=[version.id], problems=problems))
+    touched = Touched.of(version, decision.status, op_id)
+    checks.update(
+        after_commit(store, CommittedChange.of(ctx, "remember", [touched], mirror_problems=problems))
+    )
     result: dict[str, Any] = {
         "id": version.id,
         "version": version.version,
@@ -279,7 +286,7 @@ def revise(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, Any
                 )
         reason = reason or ("restored by revise" if current.state == "retired" else "revised")
         version = add_version(conn, ctx, current, **changes, reason=str(reason)[:500])
-        oplog.record(
+        op_id = oplog.record(
             conn,
             actor=ctx.actor,
             op="revise",
@@ -287,7 +294,10 @@ def revise(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, Any
             args=oplog.version_args(version),
             now=ctx.now,
         )
-    checks = {**text_checks, **finish(store, ctx, ids=[memory_id], problems=problems)}
+    change = CommittedChange.of(
+        ctx, "revise", [Touched.of(version, "revised", op_id)], mirror_problems=problems
+    )
+    checks = {**text_checks, **after_commit(store, change)}
     embed_heads(store, ctx.env, [memory_id])  # its vector, when a model is present (never fails the write)
     result = {
         "id": memory_id,
@@ -323,7 +333,7 @@ def restore(store: Store, ctx: Context, memory_id: str) -> dict[str, Any]:
                 "state": current.state,
             }
         version = add_version(conn, ctx, current, reason="restored")
-        oplog.record(
+        op_id = oplog.record(
             conn,
             actor=ctx.actor,
             op="restore",
@@ -331,7 +341,8 @@ def restore(store: Store, ctx: Context, memory_id: str) -> dict[str, Any]:
             args=oplog.version_args(version),
             now=ctx.now,
         )
-    checks = finish(store, ctx, ids=[memory_id], problems=problems)
+    touched = Touched.of(version, "restored", op_id)
+    checks = after_commit(store, CommittedChange.of(ctx, "restore", [touched], mirror_problems=problems))
     embed_heads(store, ctx.env, [memory_id])  # the vector its text had before, or a new one
     return {
         "id": memory_id,
@@ -354,6 +365,7 @@ def approve(store: Store, ctx: Context, ids: Sequence[str]) -> dict[str, Any]:
     ctx.check_writes("approve")
     wanted = [check_id(raw) for raw in ids]
     approved: list[dict[str, Any]] = []
+    touched: list[Touched] = []
     with store.write() as conn:
         for memory_id in wanted:
             proposal = pending_proposal(conn, memory_id)
@@ -364,7 +376,7 @@ def approve(store: Store, ctx: Context, ids: Sequence[str]) -> dict[str, Any]:
                 )
             update_head(conn, proposal, state="live")
             supersede(conn, memory_id, proposal.version, iso(ctx.now))
-            oplog.record(
+            op_id = oplog.record(
                 conn,
                 actor=ctx.actor,
                 op="approve",
@@ -373,5 +385,6 @@ def approve(store: Store, ctx: Context, ids: Sequence[str]) -> dict[str, Any]:
                 now=ctx.now,
             )
             approved.append({"id": memory_id, "version": proposal.version})
-    checks = finish(store, ctx, ids=wanted)
+            touched.append(Touched.of(proposal, "approved", op_id, state="live"))
+    checks = after_commit(store, CommittedChange.of(ctx, "approve", touched))
     return {"approved": approved, "checks": checks}

@@ -5,6 +5,8 @@ hands it to the transaction (:meth:`~.backend.protocols.Tx.log_op`). A team stor
 it to its ``memory_ops`` table right there, chained per tenant (:mod:`.backend.pg.oplog`);
 a SQLite store queues it and appends it to a file after commit, as follows.
 
+After commit, :func:`flush` -- the first projection of a write
+(:mod:`~korg_bridge.recall.memory.projections`) -- appends what the transaction queued.
 The SQLite store's file, its anchor in the store and its checks are
 :mod:`korg_bridge.recall.memory.backend.sqlite.oplogfile`.
 """
@@ -21,9 +23,10 @@ from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.safety import redact_value
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend.protocols import Tx
+    from korg_bridge.recall.memory.backend.protocols import Store, Tx
+    from korg_bridge.recall.memory.committed import CommittedChange
 
-__all__ = ["record", "version_args"]
+__all__ = ["flush", "record", "version_args"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,3 +62,10 @@ def record(conn: Tx, *, actor: str, op: str, status: str, args: Mapping[str, Any
     clean, _count = redact_value(entry)
     conn.log_op(op_id, clean)
     return op_id
+
+
+def flush(store: Store, change: CommittedChange) -> dict[str, Any]:
+    """The log's projection: append the entries the committed transaction queued (a team store
+    appended them in it already); its check says whether they are in the log or still queued."""
+    queued = store.flush_log(change.ctx.env)
+    return {"oplog": "appended" if queued is None else f"queued: {queued}"}

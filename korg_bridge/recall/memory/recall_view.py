@@ -226,7 +226,7 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
         ConfigError, KorgError: the store cannot be used (only when ``strict``).
     """
     from korg_bridge.recall.history.query.timeparse import parse_time
-    from korg_bridge.recall.interop.claude.paths import may_hold_memories
+    from korg_bridge.recall.memory import sources
     from korg_bridge.recall.memory.backend.factory import read_with_retry
     from korg_bridge.recall.memory.scopes import Context
 
@@ -242,7 +242,7 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
         from korg_bridge.recall.memory.search import search_memories
 
         sync_mirror(store, ctx, scopes)  # hand edits count before anything is searched
-        claude_sync.refresh(store, ctx, scopes)  # and what Claude Code changed in its folders
+        sources.take_in(store, ctx, scopes)  # and what changed outside (Claude Code's folders)
         meaning, lacking = _meaning(args, env, store, scopes, section)
         section.mode = "keyword" if meaning is None else meaning.mode
         with store.reading() as conn:
@@ -261,11 +261,9 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
         return hits
 
     try:
-        if not may_hold_memories(env, scopes):  # the usual case without memories: nothing more loads
+        if not sources.may_hold_memories(env, scopes):  # the usual case without memories: nothing more loads
             return section
-        from korg_bridge.recall.interop.claude import intake as claude_sync
-
-        opened = claude_sync.open_for_reading(ctx, scopes)  # never creates an empty store
+        opened = sources.open_for_reading(ctx, scopes)  # never creates an empty store
         if opened is None:
             return section
         section.hits = read_with_retry(env, read, opened=opened)

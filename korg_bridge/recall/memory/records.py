@@ -6,6 +6,11 @@ version and never edits an old one's content (see ``docs/memory.md``). The
 reads and writes it verbatim (so an import can reproduce ids, versions and
 timestamps exactly), the mirror renders it, the log hashes it.
 
+A memory's ``source`` may name a *kind* (:data:`DERIVED_KINDS`): a copy of a file someone
+else owns -- Claude Code's memory folder, an instructions file -- taken in by the reader of
+those files. Such a *derived* memory is never merged into, revised or mirrored by korg-recall
+(:func:`is_derived`); the file is where it changes.
+
 Timestamps are text in one fixed form, ``YYYY-MM-DDTHH:MM:SS.ffffffZ``: text so
 exports are readable and lossless, one form so that comparing strings compares
 times (``…00Z`` and ``…00.5Z`` would sort wrongly side by side).
@@ -26,15 +31,21 @@ from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import storable
 
 __all__ = [
+    "AUTO_MEMORY",
     "COLUMNS",
+    "DERIVED_KINDS",
+    "INSTRUCTIONS",
     "MEMORY_TYPES",
     "STATES",
     "Version",
     "age_days",
     "check_id",
+    "derived_refusal",
+    "is_derived",
     "iso",
     "new_id",
     "parse_iso",
+    "source_kind",
     "user_time",
 ]
 
@@ -43,6 +54,13 @@ MEMORY_TYPES = ("user", "feedback", "project", "reference", "note")
 this codebase or task; ``reference``: pointers (URLs, docs, commands); ``note``: anything else."""
 
 STATES = ("live", "pending", "retired", "purged")
+
+AUTO_MEMORY = "claude-auto-memory"
+"""A file of a Claude Code memory folder (``<config>/projects/<slug>/memory/*.md``)."""
+INSTRUCTIONS = "instructions"
+"""``CLAUDE.md`` / ``AGENTS.md``: standing instructions, read as ``feedback`` memories."""
+DERIVED_KINDS = frozenset({AUTO_MEMORY, INSTRUCTIONS})
+"""The ``source.kind`` of a derived memory: a copy of a file korg-recall does not own."""
 
 _ID = re.compile(r"^m[a-z2-7]{10}$")
 _ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -106,6 +124,27 @@ def age_days(recorded_at: str, now: float) -> float:
         return max(0.0, (now - parse_iso(recorded_at)) / 86_400)
     except (ValueError, OverflowError, OSError):
         return 0.0
+
+
+def source_kind(source: Mapping[str, Any] | None) -> str | None:
+    """The ``kind`` a memory's ``source`` names, if it is one of :data:`DERIVED_KINDS`."""
+    kind = source.get("kind") if isinstance(source, Mapping) else None
+    return kind if kind in DERIVED_KINDS else None
+
+
+def is_derived(version: Any) -> bool:
+    """True for a memory read from a file of Claude Code's (or an instructions file)."""
+    return source_kind(getattr(version, "source", None)) is not None
+
+
+def derived_refusal(version: Any) -> str:
+    """The error for changing a derived memory through korg-recall: where to change it instead."""
+    source = getattr(version, "source", None) or {}
+    return (
+        f"memory {version.id} is a copy of {source.get('file', 'a file of Claude Code')} "
+        f"({source_kind(source)}); korg-recall does not change it. Edit that file (the change is read on "
+        "the next call), or remember a new memory."
+    )
 
 
 @dataclass(slots=True)

@@ -21,8 +21,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from korg_bridge.recall.interop.claude.records import source_kind
-from korg_bridge.recall.memory.records import Version, age_days, parse_iso
+from korg_bridge.recall.memory.records import Version, age_days, parse_iso, source_kind
 
 __all__ = [
     "STALE_DAYS",

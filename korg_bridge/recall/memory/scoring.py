@@ -45,8 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from korg_bridge.recall.history.query.scores import KEYWORD_HALF_SCORE, keyword_score, recency
-from korg_bridge.recall.interop.claude.records import source_kind
-from korg_bridge.recall.memory.records import Version, age_days, parse_iso
+from korg_bridge.recall.memory.records import Version, age_days, parse_iso, source_kind
 from korg_bridge.recall.memory.safety import age_label, render_block
 
 __all__ = [

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.recall.interop.claude.records import summary as claude_summary
+from korg_bridge.recall.memory import sources
 from korg_bridge.recall.memory.backend.factory import open_store, store_exists
 from korg_bridge.recall.memory.mirror import files as mirror
 from korg_bridge.recall.memory.write_policy import SCOPE_SOFT_CAP
@@ -119,8 +119,7 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         with store.reading() as conn:
             figures = _figures(conn)
             unparseable = _unparseable(conn, store.folder / MIRROR_NAME) if store.folder is not None else None
-            # Claude Code's folders are read into one person's store only (see claude_scan).
-            claude = claude_summary(conn) if store.kind == "sqlite" else None
+            outside = sources.describe(store, conn)  # Claude Code's folders, when they are read
         from korg_bridge.recall.memory.backfill import vector_stats
 
         vectors = vector_stats(store, env)  # with a model on disk: how many live memories have a vector
@@ -132,11 +131,9 @@ def memory_stats(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             "folder": str(store.folder / MIRROR_NAME),
             "unparseable": _first(unparseable or []),
         }
-    if claude is not None:
-        result["claude"] = {
-            **claude,
-            "skipped": _first(claude["skipped"]),
-            "folders_without_project": _first(claude["folders_without_project"]),
+    for name, section in outside.items():
+        result[name] = {
+            key: _first(value) if isinstance(value, list) else value for key, value in section.items()
         }
     if vectors is not None:
         result["vectors"] = vectors

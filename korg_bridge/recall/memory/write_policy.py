@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.history.query.fts import STOPWORDS
-from korg_bridge.recall.interop.claude.records import derived_refusal, is_derived
 from korg_bridge.recall.memory.normalize import differences, has_value, jaccard, word_set, words
-from korg_bridge.recall.memory.records import Version
+from korg_bridge.recall.memory.records import Version, derived_refusal, is_derived
 from korg_bridge.recall.memory.rows import head, select_versions
 
 if TYPE_CHECKING:

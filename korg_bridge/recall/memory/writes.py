@@ -1,4 +1,4 @@
-"""The building blocks every write shares: new versions, proposals, and what happens after commit.
+"""The building blocks every write shares: new versions and proposals.
 
 Versions are immutable once written, except for the lineage-level columns of
 the current row (state, provenance, use). A new version *supersedes* the
@@ -6,28 +6,25 @@ current rows of its lineage -- unless it is a **proposal** (``pending``, under
 ``KORG_RECALL_WRITES=confirm``): a proposal supersedes nothing but an older
 proposal, so retrieval keeps showing the live version until a person approves.
 
-After the transaction commits, :func:`finish` brings the mirror files of the
-touched memories in line and appends the queued operation-log entries; a
-failure there is reported in ``checks`` and repaired by the next call, never
-raised over a committed write.
+What happens after the transaction commits is not here: the operation hands what it
+committed to :func:`~.projections.after_commit` (the log, the mirror, the write-back, the
+listeners), whose failures are reported in ``checks`` and repaired by the next call,
+never raised over a committed write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.errors import KorgError
-from korg_bridge.recall.memory.mirror import files as mirror
 from korg_bridge.recall.memory.records import Version, iso, new_id
 from korg_bridge.recall.memory.rows import insert_version, next_version, supersede, update_head
 from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.write_policy import Decision, Draft
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend.protocols import Store, Tx
+    from korg_bridge.recall.memory.backend.protocols import Tx
 
-__all__ = ["add_version", "apply_decision", "decided_version", "finish", "provenance_entry", "version_of"]
+__all__ = ["add_version", "apply_decision", "decided_version", "live_count", "provenance_entry", "version_of"]
 
 
 def provenance_entry(ctx: Context, source: dict[str, Any] | None) -> dict[str, Any]:
@@ -133,33 +130,6 @@ def apply_decision(conn: Tx, ctx: Context, draft: Draft, decision: Decision) -> 
     version = decided_version(ctx, draft, decision, next_version(conn, target.id))
     supersede(conn, target.id, version.version, version.recorded_at, pending_only=ctx.holds_for_approval)
     return insert_version(conn, version)
-
-
-def finish(
-    store: Store,
-    ctx: Context,
-    *,
-    ids: Sequence[str] = (),
-    problems: Sequence[str] = (),
-    purged: Sequence[str] = (),
-) -> dict[str, Any]:
-    """After commit: mirror files of ``ids``, the operation log, then (when write-back is on)
-    Claude Code's memory folders. Returns their ``checks``."""
-    found = list(problems)
-    if ctx.mirror and ids:
-        try:
-            found.extend(mirror.reconcile(store, ids=list(ids)))
-        except KorgError as exc:
-            found.append(exc.message)
-    queued = store.flush_log(ctx.env)
-    checks: dict[str, Any] = {"oplog": "appended" if queued is None else f"queued: {queued}"}
-    checks["mirror"] = "off" if not ctx.mirror else (found or "up to date")
-    if ids or purged:
-        from korg_bridge.recall.interop.claude import writeback
-
-        if writeback.enabled(ctx):
-            checks["claude_writeback"] = writeback.after_write(store, ctx, ids, purged)
-    return checks
 
 
 def live_count(conn: Tx, scope: str) -> int:

@@ -55,7 +55,7 @@ from korg_bridge.config import ENV_RECALL_WRITES
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.interop.claude import records
 from korg_bridge.recall.interop.claude.files import Read, Skip, read_file, read_parts
-from korg_bridge.recall.interop.claude.records import AUTO_MEMORY, WRITEBACK, FileRow, FolderRow
+from korg_bridge.recall.interop.claude.records import WRITEBACK, FileRow, FolderRow
 from korg_bridge.recall.interop.claude.scan import (
     Place,
     anything_to_read,
@@ -65,7 +65,7 @@ from korg_bridge.recall.interop.claude.scan import (
     reading_on,
 )
 from korg_bridge.recall.memory.backend.protocols import Store, Tx
-from korg_bridge.recall.memory.records import Version, iso, new_id, parse_iso
+from korg_bridge.recall.memory.records import AUTO_MEMORY, Version, iso, new_id, parse_iso
 from korg_bridge.recall.memory.rows import (
     head,
     insert_version,

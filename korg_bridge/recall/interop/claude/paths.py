@@ -45,7 +45,7 @@ __all__ = [
     "decode_on_disk",
     "folder_matches",
     "instruction_files",
-    "may_hold_memories",
+    "may_hold_files",
     "memory_folder",
     "project_folder",
     "projects_dir",
@@ -212,16 +212,12 @@ def instruction_files(env: Mapping[str, str], roots: list[str]) -> list[tuple[Pa
     return out
 
 
-def may_hold_memories(env: Mapping[str, str], scopes: Sequence[str]) -> bool:
-    """A first look, before a read loads the memory machinery: False only when there is no store
-    and nothing of Claude Code's or Codex's to take in (most ``recall`` calls of someone who never
+def may_hold_files(env: Mapping[str, str], scopes: Sequence[str]) -> bool:
+    """A first look, before a read loads the memory machinery (the store itself is looked at by
+    :func:`~korg_bridge.recall.memory.sources.may_hold_memories`): False only when there is
+    nothing of Claude Code's or Codex's to take in (most ``recall`` calls of someone who never
     remembered anything). True whenever the full look (``claude_scan``) might find something.
     """
-    from korg_bridge.recall.paths import store_location
-
-    where = store_location(env)
-    if where.path is None or where.path.exists():
-        return True
     if not claude_memory(env):
         return False
     try:

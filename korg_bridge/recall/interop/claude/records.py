@@ -18,74 +18,45 @@ saw and wrote:
 
 Derived memories are copies of files a person or Claude Code owns: the write
 policy never merges into them, ``revise`` refuses them, and the Markdown mirror
-does not copy them (see :func:`is_derived`).
+does not copy them (see :func:`~korg_bridge.recall.memory.records.is_derived`, where a
+memory's source kinds are named).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from korg_bridge.recall.memory.records import AUTO_MEMORY
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Tx
 
 __all__ = [
-    "AUTO_MEMORY",
-    "DERIVED_KINDS",
-    "INSTRUCTIONS",
     "WRITEBACK",
     "FileRow",
     "FolderRow",
     "block_sha",
-    "derived_refusal",
     "drop_file",
     "file_row",
     "file_rows",
     "folder_row",
     "folder_rows",
-    "is_derived",
     "put_block",
     "put_file",
     "put_folder",
     "replace_wiki_links",
     "rows_for_ids",
-    "source_kind",
     "summary",
 ]
 
-AUTO_MEMORY = "claude-auto-memory"
-"""A file of a Claude Code memory folder (``<config>/projects/<slug>/memory/*.md``)."""
-INSTRUCTIONS = "instructions"
-"""``CLAUDE.md`` / ``AGENTS.md``: standing instructions, read as ``feedback`` memories."""
 WRITEBACK = "writeback"
 """A topic file korg-recall wrote into a Claude Code memory folder (write-back)."""
-DERIVED_KINDS = frozenset({AUTO_MEMORY, INSTRUCTIONS})
 
 SKIPPED_SHOWN = 50
 """Skipped files ``stats`` names (the first ones, by path)."""
-
-
-def source_kind(source: Mapping[str, Any] | None) -> str | None:
-    """The ``kind`` a memory's ``source`` names, if it is one of :data:`DERIVED_KINDS`."""
-    kind = source.get("kind") if isinstance(source, Mapping) else None
-    return kind if kind in DERIVED_KINDS else None
-
-
-def is_derived(version: Any) -> bool:
-    """True for a memory read from a file of Claude Code's (or an instructions file)."""
-    return source_kind(getattr(version, "source", None)) is not None
-
-
-def derived_refusal(version: Any) -> str:
-    """The error for changing a derived memory through korg-recall: where to change it instead."""
-    source = getattr(version, "source", None) or {}
-    return (
-        f"memory {version.id} is a copy of {source.get('file', 'a file of Claude Code')} "
-        f"({source_kind(source)}); korg-recall does not change it. Edit that file (the change is read on "
-        "the next call), or remember a new memory."
-    )
 
 
 @dataclass(slots=True)

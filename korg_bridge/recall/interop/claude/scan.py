@@ -17,8 +17,9 @@ from pathlib import Path
 from korg_bridge.config import ENV_RECALL_CLAUDE_MEMORY, claude_memory
 from korg_bridge.recall.interop.claude import records
 from korg_bridge.recall.interop.claude.paths import instruction_files, projects_dir, resolve_folder
-from korg_bridge.recall.interop.claude.records import AUTO_MEMORY, INSTRUCTIONS, FolderRow
+from korg_bridge.recall.interop.claude.records import FolderRow
 from korg_bridge.recall.memory.backend.protocols import Store, Tx
+from korg_bridge.recall.memory.records import AUTO_MEMORY, INSTRUCTIONS
 from korg_bridge.recall.memory.scopes import Context
 
 __all__ = [
@@ -149,13 +150,6 @@ def open_for_reading(ctx: Context, scopes: Sequence[str]) -> Store | None:
     Raises:
         ConfigError: the store path cannot be used (see :mod:`.store`), or a bad switch value.
     """
-    from korg_bridge.recall.memory.backend.factory import open_store
-    from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
-    from korg_bridge.recall.paths import store_location
+    from korg_bridge.recall.memory.sources import open_store_for_reading
 
-    where = store_location(ctx.env)
-    if where.path is None:
-        return open_store(ctx.env)  # a team store: always there, and never fed from one person's folders
-    if where.path.exists() or anything_to_read(ctx, scopes):
-        return SqliteStore(where.path)
-    return None
+    return open_store_for_reading(ctx, lambda: anything_to_read(ctx, scopes))

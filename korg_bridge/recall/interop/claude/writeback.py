@@ -34,6 +34,10 @@ leave ``MEMORY.md`` unchanged -- each is a line in the write's ``checks``. A
 topic file of ours that Claude Code deleted is not written again. Nothing of
 Claude Code's settings is ever changed. Untrusted memories are never written
 back: Claude Code loads ``MEMORY.md`` into every session.
+
+It runs as a projection of each committed write (:func:`project`, after the log and the
+mirror: :mod:`korg_bridge.recall.memory.projections`), which korg-recall's composition root
+registers (:mod:`korg_bridge.recall.cli.wiring`); the memory package never calls in here.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import KorgError
 from korg_bridge.recall.interop.claude import records
@@ -60,14 +64,18 @@ from korg_bridge.recall.interop.claude.paths import (
 from korg_bridge.recall.interop.claude.records import WRITEBACK, FileRow
 from korg_bridge.recall.memory.backend.protocols import Store, Tx
 from korg_bridge.recall.memory.mirror.frontmatter import FrontMatterError, parse, set_values
-from korg_bridge.recall.memory.records import Version, iso
+from korg_bridge.recall.memory.records import Version, is_derived, iso
 from korg_bridge.recall.memory.rows import head
 from korg_bridge.recall.memory.scopes import Context
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.committed import CommittedChange
 
 __all__ = [
     "ARCHIVE",
     "after_write",
     "enabled",
+    "project",
     "render_topic",
     "rewrite_topic",
     "topic_name",
@@ -189,8 +197,20 @@ def _wanted(version: Version | None, now: str) -> bool:
         and version.trust == "trusted"
         and version.scope.startswith("project:")
         and (version.expires_at is None or version.expires_at > now)
-        and not records.is_derived(version)
+        and not is_derived(version)
     )
+
+
+def project(store: Store, change: CommittedChange) -> dict[str, Any]:
+    """The write-back's projection of a committed write: ``checks.claude_writeback`` when it is
+    on and the write touched a memory (nothing otherwise).
+
+    Raises:
+        ConfigError: ``KORG_RECALL_CLAUDE_WRITEBACK`` is not a yes/no value.
+    """
+    if not (change.ids or change.purged) or not enabled(change.ctx):
+        return {}
+    return {"claude_writeback": after_write(store, change.ctx, change.ids, change.purged)}
 
 
 def after_write(
@@ -211,7 +231,7 @@ def after_write(
         with store.write() as conn:
             for memory_id in dict.fromkeys(ids):
                 current = head(conn, memory_id)
-                if current is None or records.is_derived(current):
+                if current is None or is_derived(current):
                     continue
                 rows = records.rows_for_ids(conn, [memory_id], WRITEBACK)
                 if _wanted(current, now):

@@ -56,7 +56,7 @@ from korg_bridge.recall.memory.mirror.safe_io import (
     remove_at,
     write_atomic,
 )
-from korg_bridge.recall.memory.records import Version
+from korg_bridge.recall.memory.records import Version, is_derived
 from korg_bridge.recall.memory.scopes import mirror_dir_of
 from korg_bridge.recall.paths import MIRROR_NAME
 
@@ -228,7 +228,6 @@ def _plan(conn: Tx, ids: Sequence[str]) -> list[tuple[str, Any, list[Row]]]:
     """What :func:`reconcile` does for ``ids``: ``("write", head, stale rows)`` for a live head
     without an up-to-date file at the name its title gives, ``("drop", id, rows)`` for files of
     ours whose memory is no longer live or that a person's file replaces."""
-    from korg_bridge.recall.interop.claude.records import is_derived
     from korg_bridge.recall.memory.rows import select_versions
 
     marks = ", ".join("?" * len(ids))

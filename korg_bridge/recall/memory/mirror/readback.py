@@ -38,9 +38,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from korg_bridge.config import ENV_RECALL_WRITES
 from korg_bridge.errors import UsageError
+from korg_bridge.recall.memory.committed import CommittedChange, Touched
 from korg_bridge.recall.memory.mirror import files as mirror
 from korg_bridge.recall.memory.mirror.files import Change
-from korg_bridge.recall.memory.records import MEMORY_TYPES, Version, check_id
+from korg_bridge.recall.memory.projections import notify
+from korg_bridge.recall.memory.records import MEMORY_TYPES, Version, check_id, derived_refusal, is_derived
 from korg_bridge.recall.memory.rows import head, mark_dirty, select_versions
 from korg_bridge.recall.memory.scopes import Context, mirror_dir_of
 from korg_bridge.recall.paths import MIRROR_NAME
@@ -87,8 +89,11 @@ def _sync(store: SqliteStore, ctx: Context, scopes: Iterable[str]) -> list[str]:
     for problem in problems:
         logger.warning("memory mirror: %s", problem)
     for path, scope in candidates:
+        heard: list[CommittedChange] = []
         with store.write() as conn:
-            found = _apply(conn, ctx, root, mirror.look(conn, root, path, scope))
+            found = _apply(conn, ctx, root, mirror.look(conn, root, path, scope), heard)
+        for change in heard:  # committed: the listeners hear of a hand edit as of any write
+            notify(change)
         if found:
             logger.warning("memory mirror: %s", found)
             problems.append(found)
@@ -106,8 +111,9 @@ def _writer(ctx: Context, *, held: bool) -> Context:
     return dataclasses.replace(ctx, actor=actor, is_agent=False)
 
 
-def _apply(conn: Tx, ctx: Context, root: Path, change: Change) -> str | None:
-    """Take one change in (the caller holds the write lock since :func:`~.mirror.look`)."""
+def _apply(conn: Tx, ctx: Context, root: Path, change: Change, heard: list[CommittedChange]) -> str | None:
+    """Take one change in (the caller holds the write lock since :func:`~.mirror.look`); a version
+    it writes is added to ``heard``, for the listeners once the transaction committed."""
     row, state = change.row, change.read.state
     if change.kind == "gone":
         return None
@@ -135,8 +141,8 @@ def _apply(conn: Tx, ctx: Context, root: Path, change: Change) -> str | None:
             mirror.forget_path(conn, change.path)
         return _purged_left(root, change, current.id)
     if current is None:
-        return _take_new(conn, ctx, root, change)
-    return _take_edit(conn, ctx, root, change, current)
+        return _take_new(conn, ctx, root, change, heard)
+    return _take_edit(conn, ctx, root, change, current, heard)
 
 
 def _purged_left(root: Path, change: Change, memory_id: str) -> str:
@@ -214,8 +220,9 @@ def _origin(change: Change, current: Version) -> str:
     return "ours" if ours else "copy"
 
 
-def _take_edit(conn: Tx, ctx: Context, root: Path, change: Change, current: Version) -> str | None:
-    from korg_bridge.recall.interop.claude.records import derived_refusal, is_derived
+def _take_edit(
+    conn: Tx, ctx: Context, root: Path, change: Change, current: Version, heard: list[CommittedChange]
+) -> str | None:
     from korg_bridge.recall.memory import oplog
     from korg_bridge.recall.memory.writes import add_version
 
@@ -253,7 +260,7 @@ def _take_edit(conn: Tx, ctx: Context, root: Path, change: Change, current: Vers
     mirror.record(conn, change.path, change.scope, current.id, None, origin, state)
     mark_dirty(conn, current.id)
     status = "conflict" if conflict else ("pending" if version.state == "pending" else "revised")
-    oplog.record(
+    op_id = oplog.record(
         conn,
         actor=writer.actor,
         op="mirror_edit",
@@ -261,6 +268,7 @@ def _take_edit(conn: Tx, ctx: Context, root: Path, change: Change, current: Vers
         args=oplog.version_args(version),
         now=ctx.now,
     )
+    heard.append(CommittedChange.of(writer, "mirror_edit", [Touched.of(version, status, op_id)]))
     if conflict:
         return (
             f"{root / change.path} was edited from version {stated}, but {current.id} is at version "
@@ -288,7 +296,7 @@ def _purged_text(conn: Tx, scope: str, content_hash: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def _take_new(conn: Tx, ctx: Context, root: Path, change: Change) -> str | None:
+def _take_new(conn: Tx, ctx: Context, root: Path, change: Change, heard: list[CommittedChange]) -> str | None:
     from korg_bridge.recall.memory import oplog
     from korg_bridge.recall.memory.write_policy import Draft, decide
     from korg_bridge.recall.memory.writes import apply_decision
@@ -320,7 +328,7 @@ def _take_new(conn: Tx, ctx: Context, root: Path, change: Change) -> str | None:
     # memory is a copy, which must not displace that memory's own file.
     origin = "user" if decision.status == "created" else "copy"
     mirror.record(conn, change.path, change.scope, version.id, version.version, origin, state)
-    oplog.record(
+    op_id = oplog.record(
         conn,
         actor=writer.actor,
         op="mirror_import",
@@ -328,4 +336,5 @@ def _take_new(conn: Tx, ctx: Context, root: Path, change: Change) -> str | None:
         args=oplog.version_args(version),
         now=ctx.now,
     )
+    heard.append(CommittedChange.of(writer, "mirror_import", [Touched.of(version, decision.status, op_id)]))
     return _held_note(root, change, version.id) if version.state == "pending" else None

@@ -379,3 +379,14 @@ def test_the_tree_parser_reads_folders_from_indentation() -> None:
         "korg_bridge/bridge/argv.py",
         "korg_bridge/errors.py",
     }
+
+
+def test_every_package_says_what_room_it_is() -> None:
+    placeholders = []
+    for module, path in modules().items():
+        if path.name != "__init__.py":
+            continue
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        if len(doc.split("\n", 1)[0].split()) < 4:
+            placeholders.append(f"{path.relative_to(REPO)}: {doc!r}")
+    assert not placeholders, f"packages whose docstring does not say what they are: {placeholders}"

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from tests.helpers.bridge_client import Bridge, open_bridge, text_of
-from tests.helpers.memory import PgTarget, dump, git_repo, holds, ok, rows, run, tree_bytes
+from tests.helpers.cli import ok, run_recall
+from tests.helpers.memory import PgTarget, dump, git_repo, holds, rows, tree_bytes
 from tests.helpers.sqlite import connect
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends_by_module]
@@ -244,7 +245,7 @@ async def test_retire_hides_and_restore_on_the_command_line_brings_back(
     assert not any(
         made["id"] in line for line in (await tool(bridge, MEMORIES, {"budget_tokens": 20000}))["lines"]
     )
-    back = ok(run("restore", "--id", made["id"], cwd=world["repo"], env=env))
+    back = ok(run_recall("restore", "--id", made["id"], cwd=world["repo"], env=env))
     assert (back["status"], back["version"]) == ("restored", 2)
     assert any(
         made["id"] in line for line in (await tool(bridge, MEMORIES, {"budget_tokens": 20000}))["lines"]

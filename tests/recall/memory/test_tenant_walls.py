@@ -28,7 +28,7 @@ import anyio
 import pytest
 
 from tests.conftest import REPO, python_env
-from tests.helpers.memory import run as korg_recall_cli
+from tests.helpers.cli import run_recall as korg_recall_cli
 
 pytestmark = [pytest.mark.backends_by_module, pytest.mark.anyio]
 

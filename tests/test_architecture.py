@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 
 PACKAGE = REPO / "korg_bridge"
 DOC = REPO / "docs" / "architecture.md"

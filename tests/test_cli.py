@@ -24,7 +24,6 @@ import pytest
 from korg_bridge import __version__
 from korg_bridge.bridge.contract import SIDE_EFFECTS
 from korg_bridge.cli import main
-from tests.conftest import python_env
 from tests.helpers.bridge_client import (
     BROKEN,
     INITIALIZE,
@@ -36,6 +35,7 @@ from tests.helpers.bridge_client import (
     wait_dead,
     wait_for_file,
 )
+from tests.helpers.cli import python_env
 
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 ERROR_LINE = re.compile(r"^korg-bridge: error: [^\n]+\n$")

@@ -18,8 +18,9 @@ from mcp.client.streamable_http import streamable_http_client
 from korg_bridge.ledger.chain import verify_file
 from korg_bridge.recall.history.index import Index
 from korg_bridge.recall.history.query.search import search
-from tests.conftest import FIXTURE_BINS, python_env
 from tests.helpers.bridge_client import open_bridge, text_of
+from tests.helpers.cli import python_env
+from tests.helpers.paths import FIXTURE_BINS
 
 THUMP = FIXTURE_BINS / "thump"
 EXTRAS = FIXTURE_BINS / "extras"

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from korg_bridge.config import switch
 from korg_bridge.errors import ConfigError
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
 
 
 @pytest.mark.parametrize("word", ["1", "true", "yes", "on", "ON", " True ", "Yes"])

@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 
 README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]

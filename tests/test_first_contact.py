@@ -16,8 +16,8 @@ import anyio
 import pytest
 
 from tests.helpers.bridge_client import THUMP, child_env, open_bridge
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 KORG_RECALL = Path(sys.executable).parent / "korg-recall"
 
 

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import korg_bridge
-from tests.conftest import REPO, python_env
+from tests.helpers.cli import python_env
+from tests.helpers.paths import REPO
 
 EXPECTED = [
     "ArgumentError",

@@ -25,9 +25,10 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURE_BINS = REPO / "fixture_bins"
-THUMP = FIXTURE_BINS / "thump"
+from tests.helpers.cli import bare_env, run_bridge
+from tests.helpers.paths import BROKEN as BROKEN
+from tests.helpers.paths import FIXTURE_BINS as FIXTURE_BINS
+from tests.helpers.paths import REPO, THUMP
 
 THUMP_SKIPPED = frozenset(
     {
@@ -53,7 +54,6 @@ INITIALIZE = {
     },
 }
 """A raw MCP ``initialize`` request, for tests that speak JSON-RPC without the SDK client."""
-BROKEN = FIXTURE_BINS / "broken"
 
 MARKER_VAR = "BRIDGE_TEST_MARKER"
 """Set in each bridge's environment so its pid can be found under /proc."""
@@ -62,15 +62,8 @@ CALL_BOUND = 60.0
 """Seconds any one end-to-end test may take before it fails instead of hanging."""
 
 
-def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What the bridge needs explicitly: PATH with this interpreter first (the
-    fixtures run ``/usr/bin/env python3``) and HOME; the SDK adds the rest."""
-    env = {
-        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", os.defpath),
-        "HOME": os.environ.get("HOME", "/tmp"),
-    }
-    env.update(extra or {})
-    return env
+child_env = bare_env
+"""What the bridge needs explicitly (PATH, HOME); the name these tests know :func:`bare_env` by."""
 
 
 @dataclass
@@ -191,18 +184,8 @@ def read_pid(path: Path) -> int:
 def run_cli(
     args: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 60.0
 ) -> subprocess.CompletedProcess[str]:
-    """``korg-bridge ARGS`` as a subprocess, with text output."""
-    return subprocess.run(
-        [sys.executable, "-m", "korg_bridge", *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        env=child_env(env),
-        cwd=REPO,
-        timeout=timeout,
-        check=False,
-    )
+    """``korg-bridge ARGS`` from the repository, with the bare environment an MCP client gives."""
+    return run_bridge(*args, base=bare_env(), env=env, cwd=REPO, timeout=timeout)
 
 
 def introspect(binary: Path, env: Mapping[str, str] | None = None) -> dict[str, Any]:

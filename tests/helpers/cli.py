@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +38,36 @@ def korg_recall() -> list[str]:
 def korg_bridge() -> list[str]:
     """``korg-bridge`` as argv: this interpreter running the package, whatever PATH holds."""
     return [sys.executable, "-m", "korg_bridge"]
+
+
+def python_env() -> dict[str, str]:
+    """This process's environment with this interpreter's folder first on PATH (the fixtures run
+    ``/usr/bin/env python3``, and ``korg-recall`` must be the venv's)."""
+    env = dict(os.environ)
+    env["PATH"] = str(BIN) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def bare_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What an MCP client gives the server it starts: PATH (this interpreter first) and HOME, and
+    ``extra``; the SDK's client adds the rest of its default environment."""
+    env = {
+        "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", os.defpath),
+        "HOME": os.environ.get("HOME", "/tmp"),
+    }
+    env.update(extra or {})
+    return env
+
+
+def recall_script() -> Path:
+    """The installed ``korg-recall`` console script, to hand the bridge as its BINARY; skips the
+    test when the package is not installed beside this interpreter."""
+    found = shutil.which("korg-recall", path=str(BIN))
+    if found is None:
+        pytest.skip(
+            f"the korg-recall console script is not installed next to {sys.executable} (pip install -e .)"
+        )
+    return Path(found)
 
 
 def environment(

@@ -19,6 +19,13 @@ DATA = REPO / "tests" / "data"
 PEERS = REPO.parent / "shared" / "peers"
 PEERS_MISSING = "optional peer data not found"
 """What every skip for absent peer data says: the phrase the README promises."""
+
+
+def peers_missing(path: Path) -> str:
+    """The skip reason of a test that needs the peer data at ``path``."""
+    return f"{PEERS_MISSING} ({path}); these tests need it"
+
+
 BIN = Path(sys.executable).parent
 """The venv's scripts: this interpreter, and the ``korg-recall`` and ``korg-bridge`` it installed."""
 KORG_RECALL = BIN / "korg-recall"

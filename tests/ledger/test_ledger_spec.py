@@ -25,8 +25,8 @@ from korg_bridge.ledger.check import (
     ledger_lines,
     parse_public_key,
 )
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SUBPROCESS_BOUND = 60.0
 
 

@@ -29,8 +29,8 @@ from korg_bridge.serving.audit import (
     bound_arguments,
 )
 from tests.helpers.bridge_client import THUMP, child_env, open_bridge
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DEEP = 100_000
 
 

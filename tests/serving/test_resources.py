@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from korg_bridge import BridgeOptions, build_server, discover
 from korg_bridge.bridge.contract import parse_document
 from korg_bridge.recall.cli.app import main as korg_recall_main
-from tests.conftest import FIXTURE_BINS
+from tests.helpers.paths import FIXTURE_BINS
 
 pytestmark = pytest.mark.anyio
 

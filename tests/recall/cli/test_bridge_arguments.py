@@ -19,13 +19,11 @@ from typing import Any
 import pytest
 
 from korg_bridge.recall.history.query.paging import RESPONSE_CHARS
-from tests.conftest import peers_missing
 from tests.helpers.bridge_client import Bridge, open_bridge, text_of
+from tests.helpers.paths import PEERS, peers_missing
 from tests.helpers.transcripts import unpack_transcripts
 
 pytestmark = pytest.mark.anyio
-
-PEERS = Path(__file__).resolve().parents[4] / "shared" / "peers"
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import python_env
+from tests.helpers.cli import python_env
 from tests.helpers.models import MODEL_DIR, needs_model
 
 BOUND = 60.0

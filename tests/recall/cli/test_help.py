@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.conftest import python_env
+from tests.helpers.cli import python_env
 
 BOUND = 60.0
 """Seconds one korg-recall child may take to print its help."""

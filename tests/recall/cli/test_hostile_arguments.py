@@ -21,8 +21,8 @@ from korg_bridge.recall.cli.app import kit, main
 from korg_bridge.recall.history.index import MAX_EVENT_ID
 from korg_bridge.recall.history.query.limits import MAX_FILTERS, MAX_QUERY_CHARS, MAX_QUERY_TERMS, MAX_REFS
 from korg_bridge.toolkit import Toolkit
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 SUBPROCESS_BOUND = 60.0
 
 Run = Callable[..., tuple[int, str, str]]

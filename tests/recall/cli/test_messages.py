@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import python_env
+from tests.helpers.cli import python_env
 from tests.helpers.models import needs_fastembed
 from tests.helpers.terminal import CTRL_C, run_on_terminal
 

@@ -25,8 +25,8 @@ import pytest
 from korg_bridge.bridge.argv import build_argv
 from korg_bridge.bridge.contract import contract_schema, parse_document
 from korg_bridge.recall.cli.app import kit, main
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 SNAPSHOT = Path(__file__).resolve().parent / "introspect.snapshot.json"
 REGENERATE = (
     f"{sys.executable} -m korg_bridge.recall.cli.app --introspect > tests/recall/introspect.snapshot.json"

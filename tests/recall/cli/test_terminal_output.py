@@ -20,8 +20,8 @@ import pytest
 
 from korg_bridge.recall.cli.app import kit
 from korg_bridge.recall.history.stats import GROUPS_SHOWN
-from tests.conftest import python_env
 from tests.helpers.bridge_client import Bridge, open_bridge, text_of
+from tests.helpers.cli import python_env
 from tests.helpers.terminal import run_on_terminal
 
 BOUND = 120.0

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import peers_missing
 from tests.helpers.bridge_client import Bridge, open_bridge, text_of
+from tests.helpers.paths import PEERS, peers_missing
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +57,7 @@ def korg_recall() -> Path:
 @pytest.fixture(scope="module")
 def peer_ledgers() -> Path:
     # The conftest ``peers`` fixture is function-scoped; the bridge here lives for the module.
-    folder = Path(__file__).resolve().parents[3] / ".." / "shared" / "peers" / "ledgers"
+    folder = PEERS / "ledgers"
     if not folder.is_dir():
         pytest.skip(peers_missing(folder))
     return folder.resolve()

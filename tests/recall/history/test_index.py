@@ -21,10 +21,7 @@ from korg_bridge.recall.history.index import Index, parse_ref
 from korg_bridge.recall.history.ingest.rows import MAX_STORED_JSON
 from korg_bridge.recall.history.query.search import search
 from korg_bridge.recall.paths import index_path
-from tests.conftest import peers_missing
-
-REPO = Path(__file__).resolve().parents[3]
-PEERS = REPO / ".." / "shared" / "peers"
+from tests.helpers.paths import PEERS, REPO, peers_missing
 
 
 def line(seq: int, tool: str = "Bash", *, session: str | None = None, **fields: Any) -> str:

@@ -25,8 +25,8 @@ from korg_bridge.errors import ConfigError
 from korg_bridge.recall.history.index import Index
 from korg_bridge.recall.history.migrations import APPLICATION_ID
 from korg_bridge.recall.history.ownership import move_aside
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 SUBPROCESS_BOUND = 60.0
 
 

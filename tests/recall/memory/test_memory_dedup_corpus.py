@@ -18,10 +18,9 @@ from korg_bridge.recall.memory.normalize import differences
 from korg_bridge.recall.memory.operations import remember
 from korg_bridge.recall.memory.scopes import Context
 from tests.helpers.cli import ok, run_recall
+from tests.helpers.paths import DATA
 
-CORPUS = json.loads(
-    (Path(__file__).resolve().parents[2] / "data" / "contradictions.json").read_text(encoding="utf-8")
-)
+CORPUS = json.loads((DATA / "contradictions.json").read_text(encoding="utf-8"))
 CONTRADICTIONS: list[dict[str, Any]] = CORPUS["contradictions"]
 PARAPHRASES: list[dict[str, Any]] = CORPUS["paraphrases"]
 PARAPHRASE_RECALL_FLOOR = 0.65

@@ -389,7 +389,7 @@ def test_a_tenants_recall_by_meaning_sees_its_own_memories_only(
 def test_the_ranking_suite_has_its_questions_and_a_split_by_memory_fixed_in_the_file() -> None:
     import hashlib
 
-    from tests.conftest import REPO
+    from tests.helpers.paths import REPO
 
     suite = json.loads((REPO / "bench" / "golden" / "memories.json").read_text(encoding="utf-8"))
     keys = {memory["key"]: memory["half"] for memory in suite["memories"]}

@@ -15,10 +15,9 @@ import pytest
 from korg_bridge.recall.memory.safety import injection_signs
 from tests.helpers.cli import ok, run_recall
 from tests.helpers.memory import rows
+from tests.helpers.paths import DATA
 
-CORPUS = json.loads(
-    (Path(__file__).resolve().parents[2] / "data" / "injections.json").read_text(encoding="utf-8")
-)
+CORPUS = json.loads((DATA / "injections.json").read_text(encoding="utf-8"))
 INSTRUCTIONS: list[dict[str, Any]] = CORPUS["instructions"]
 FACTS: list[dict[str, Any]] = CORPUS["facts"]
 DETECTION_FLOOR = 0.95

@@ -27,8 +27,9 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.conftest import REPO, python_env
+from tests.helpers.cli import python_env
 from tests.helpers.cli import run_recall as korg_recall_cli
+from tests.helpers.paths import REPO
 
 pytestmark = [pytest.mark.backends_by_module, pytest.mark.anyio]
 

@@ -24,8 +24,8 @@ from korg_bridge.recall.history.index import Index
 from korg_bridge.recall.semantic import indexer
 from korg_bridge.recall.semantic.embedpass import embedded_by
 from tests.helpers.models import MODEL_DIR, needs_model
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 BOUND_S = 120.0
 """Any one wait: far above what the work takes on a loaded two-core machine."""
 

@@ -24,8 +24,8 @@ from korg_bridge.errors import UsageError
 from korg_bridge.recall.cli import app as cli
 from korg_bridge.recall.semantic.rank import Weights, parse_weights
 from tests.helpers.models import HAVE_MODEL, MODEL_DIR, lay_out_hub_cache, needs_model
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 HEAVY = ("numpy", "fastembed", "onnxruntime", "tokenizers")
 
 TARGET = "postgres container is not ready when migrations start"

@@ -24,8 +24,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from korg_bridge.cli import build_parser
 from korg_bridge.ledger.chain import verify_file
-from tests.conftest import FIXTURE_BINS, REPO, python_env
 from tests.helpers.bridge_client import INITIALIZE, run_cli
+from tests.helpers.cli import python_env
+from tests.helpers.paths import FIXTURE_BINS, REPO
 from tests.serving.test_http import JSON_HEADERS, URL_PATTERN
 
 THUMP = FIXTURE_BINS / "thump"

@@ -17,8 +17,8 @@ import pytest
 
 from korg_bridge.recall.cli.app import main
 from korg_bridge.recall.history.index import Index
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[4]
 BOUND_S = 60.0
 """Seconds one korg-recall child may take: far above a query on a test ledger, far below a hang."""
 

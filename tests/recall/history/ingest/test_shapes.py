@@ -10,10 +10,8 @@ import pytest
 
 from korg_bridge.recall.history.ingest.event import KINDS, Event, ToolResult
 from korg_bridge.recall.history.ingest.shapes import Where, detect_shape, normalize_timestamp, parse_line
-from tests.conftest import peers_missing
+from tests.helpers.paths import PEERS, REPO, peers_missing
 
-REPO = Path(__file__).resolve().parents[4]
-PEERS = REPO / ".." / "shared" / "peers"
 LEDGERS = PEERS / "ledgers"
 TRANSCRIPT = LEDGERS / "sessions" / "claude-code-transcript.jsonl"
 STREAM = LEDGERS / "sessions" / "claude-stream-json-subagents.jsonl"

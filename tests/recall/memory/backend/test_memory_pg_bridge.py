@@ -23,7 +23,8 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.conftest import REPO, python_env
+from tests.helpers.cli import python_env
+from tests.helpers.paths import REPO
 from tests.helpers.postgres import Roles
 
 pytestmark = [

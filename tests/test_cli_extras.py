@@ -19,7 +19,7 @@ from korg_bridge.ledger.chain import verify_file
 from korg_bridge.recall.history.index import Index
 from korg_bridge.recall.history.query.search import search
 from tests.helpers.bridge_client import open_bridge, text_of
-from tests.helpers.cli import python_env
+from tests.helpers.cli import python_env, run_bridge
 from tests.helpers.paths import FIXTURE_BINS
 
 THUMP = FIXTURE_BINS / "thump"
@@ -29,14 +29,7 @@ EXTRAS = FIXTURE_BINS / "extras"
 def run_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "korg_bridge", *args],
-        capture_output=True,
-        text=True,
-        env=env or python_env(),
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_bridge(*args, base=env or python_env(), timeout=timeout)
 
 
 @pytest.mark.anyio

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.cli import run_recall
+
 COMMAND_BOUND = 60.0
 """Seconds initdb, pg_ctl or a korg-recall child may take: far above what they need (~1 s)."""
 SUPERUSER = "postgres"
@@ -197,23 +199,10 @@ class Roles:
         return self.server.url(APP, self.app_password, database)
 
 
-def korg_recall() -> list[str]:
-    found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
-
-
 def migrate(owner_url: str, grant: Sequence[str] = (APP,)) -> subprocess.CompletedProcess[str]:
     """``korg-recall store migrate --grant …`` as an operator runs it."""
     flags = [item for role in grant for item in ("--grant", role)]
-    return subprocess.run(
-        [*korg_recall(), "store", "migrate", *flags],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KORG_RECALL_STORE": owner_url},
-        timeout=COMMAND_BOUND,
-        check=False,
-    )
+    return run_recall("store", "migrate", *flags, env={"KORG_RECALL_STORE": owner_url}, timeout=COMMAND_BOUND)
 
 
 def create_roles(server: EmbeddedServer) -> Roles:

@@ -8,9 +8,6 @@ tenant of the team store; each test writes its own memories.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.bridge_client import Bridge, open_bridge, text_of
-from tests.helpers.cli import ok, run_recall
+from tests.helpers.cli import ok, recall_script, run_recall
 from tests.helpers.memory import PgTarget, dump, git_repo, holds, rows, tree_bytes
 from tests.helpers.sqlite import connect
 
@@ -36,10 +33,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def korg_recall() -> Path:
-    found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if found is None:
-        pytest.skip(f"the korg-recall console script is not installed next to {sys.executable}")
-    return Path(found)
+    return recall_script()
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])

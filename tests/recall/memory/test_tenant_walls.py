@@ -13,9 +13,7 @@ path-like argument an attacker would try, and all that comes back is searched fo
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -27,7 +25,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.helpers.cli import python_env
+from tests.helpers.cli import python_env, recall_script
 from tests.helpers.cli import run_recall as korg_recall_cli
 from tests.helpers.paths import REPO
 
@@ -112,9 +110,7 @@ def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Site]:
 
 @asynccontextmanager
 async def served(site: Site) -> AsyncIterator[str]:
-    korg_recall = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if korg_recall is None:
-        pytest.skip("the korg-recall console script is not installed")
+    korg_recall = str(recall_script())
     tokens = site.root / "tokens"
     tokens.write_text(f"{ANA} acme ana\n{BOB} globex bob\n{OPS}\n")
     tokens.chmod(0o600)

@@ -10,9 +10,7 @@ variables) without the bridge in test_memory_pg.py. Here the two meet.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -23,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.helpers.cli import python_env
+from tests.helpers.cli import python_env, recall_script
 from tests.helpers.paths import REPO
 from tests.helpers.postgres import Roles
 
@@ -46,9 +44,7 @@ def _free_port() -> int:
 @asynccontextmanager
 async def bridge(roles: Roles, tmp_path: Path, *flags: str) -> AsyncIterator[str]:
     """``korg-bridge korg-recall --http`` with two tokens (tenants acme and globex), yielding its URL."""
-    korg_recall = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if korg_recall is None:
-        pytest.skip("the korg-recall console script is not installed")
+    korg_recall = str(recall_script())
     tokens = tmp_path / "tokens"
     tokens.write_text(f"{ANA} acme ana\n{BOB} globex bob\n")
     tokens.chmod(0o600)

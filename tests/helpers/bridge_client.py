@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +27,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.helpers.cli import bare_env, run_bridge
+from tests.helpers.cli import bare_env, korg_bridge, run_bridge
 from tests.helpers.paths import BROKEN as BROKEN
 from tests.helpers.paths import FIXTURE_BINS as FIXTURE_BINS
 from tests.helpers.paths import REPO, THUMP
@@ -195,3 +197,38 @@ def introspect(binary: Path, env: Mapping[str, str] | None = None) -> dict[str, 
     ).stdout
     data: dict[str, Any] = json.loads(out)
     return data
+
+
+# --- the HTTP server ------------------------------------------------------------------------
+
+
+URL = re.compile(r"http://\S+/mcp")
+"""The endpoint the HTTP bridge names on stderr once it listens."""
+
+
+def free_port() -> int:
+    """A loopback port free a moment ago (the server binds it next)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def serve_http(
+    binary: str | os.PathLike[str], *flags: str, env: Mapping[str, str], cwd: Path, bound: float = CALL_BOUND
+) -> AsyncIterator[str]:
+    """``korg-bridge BINARY --http 127.0.0.1:PORT FLAGS`` as a child, yielding the URL it serves at once it
+    listens; terminated (and waited for) when the block ends. Every wait is bounded by ``bound``."""
+    argv = [*korg_bridge(), os.fspath(binary), "--http", f"127.0.0.1:{free_port()}", *flags]
+    async with await anyio.open_process(argv, env=dict(env), cwd=cwd) as process:
+        assert process.stderr is not None
+        seen = b""
+        try:
+            with anyio.fail_after(bound):
+                while not (found := URL.search(seen.decode(errors="replace"))):
+                    seen += await process.stderr.receive()
+            yield found.group()
+        finally:
+            process.terminate()
+            with anyio.fail_after(bound):
+                await process.wait()

@@ -23,7 +23,6 @@ import platform
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.bridge_client import free_port
 from tests.helpers.cli import run_recall
 
 COMMAND_BOUND = 60.0
@@ -65,12 +65,6 @@ def binaries() -> Path:
     return folder
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class EmbeddedServer:
     """One cluster: started by :meth:`start`, stopped and removed by :meth:`stop`."""
@@ -93,7 +87,7 @@ class EmbeddedServer:
         folder = binaries()
         base = Path(tempfile.mkdtemp(prefix="korg-pg-"))
         user = "nobody" if os.geteuid() == 0 else None
-        server = cls(base, _free_port(), secrets.token_hex(12), user, folder, fsync, tuple(settings))
+        server = cls(base, free_port(), secrets.token_hex(12), user, folder, fsync, tuple(settings))
         try:
             server._init()
             server._pg_ctl(

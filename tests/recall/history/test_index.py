@@ -82,13 +82,6 @@ def index(tmp_path: Path) -> Iterator[Index]:
         yield opened
 
 
-@pytest.fixture
-def ledgers(tmp_path: Path) -> Path:
-    folder = tmp_path / "ledgers"
-    folder.mkdir()
-    return folder
-
-
 # --- location and opening ----------------------------------------------------------------------
 
 

@@ -20,8 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import psycopg
 import pytest
+
+pytest.importorskip("psycopg", reason="the team store's tests need the [postgres] extra (psycopg)")
+
+import psycopg
 
 from korg_bridge.recall.memory.backend.pg.schema import APP_TABLES, TENANT_TABLES
 from korg_bridge.recall.memory.backend.pg.store import PgStore

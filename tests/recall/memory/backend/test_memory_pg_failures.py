@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("psycopg", reason="the team store's failures need the [postgres] extra (psycopg)")
+
 from korg_bridge.recall.memory.backend.pg.schema import MIGRATIONS
 from tests.helpers.cli import failed, run_recall
 from tests.helpers.postgres import OWNER, Roles, create_database, migrate

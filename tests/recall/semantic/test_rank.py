@@ -24,7 +24,13 @@ from korg_bridge.errors import UsageError
 from korg_bridge.recall.cli import app as cli
 from korg_bridge.recall.semantic.rank import Weights, parse_weights
 from tests.helpers.cli import call_recall
-from tests.helpers.models import HAVE_MODEL, MODEL_DIR, lay_out_hub_cache, needs_model
+from tests.helpers.models import (
+    HAVE_MODEL,
+    MODEL_DIR,
+    lay_out_hub_cache,
+    needs_model,
+    require_semantic_backend,
+)
 from tests.helpers.paths import REPO
 
 HEAVY = ("numpy", "fastembed", "onnxruntime", "tokenizers")
@@ -132,6 +138,7 @@ def test_auto_is_keyword_when_no_model_is_configured(
 def test_explicit_semantic_without_a_model_exits_7_naming_the_fix(
     ledgers: Path, no_model: Path, mode: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    require_semantic_backend()  # without it the message names the extra, not the folder
     code, out, err = call_recall(capsys, "recall", "--query", "database", "--mode", mode)
     assert (code, out) == (7, "")
     assert err.count("\n") == 1

@@ -1,27 +1,20 @@
-"""Shared test fixtures: isolated state, paths to fixtures and peer data."""
+"""Shared test fixtures: isolated state, the peer data, files that are not regular files.
+
+Where things are is :mod:`tests.helpers.paths`; running korg-recall and korg-bridge is
+:mod:`tests.helpers.cli`.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.paths import PEERS, peers_missing
 from tests.helpers.sqlite import close_all
-
-REPO = Path(__file__).resolve().parents[1]
-FIXTURE_BINS = REPO / "fixture_bins"
-PEERS = REPO.parent / "shared" / "peers"
-PEERS_MISSING = "optional peer data not found"
-"""What every skip for absent peer data says: the phrase the README promises."""
-
-
-def peers_missing(path: Path) -> str:
-    """The skip reason of a test that needs the peer data at ``path``."""
-    return f"{PEERS_MISSING} ({path}); these tests need it"
 
 
 @pytest.fixture(autouse=True)
@@ -56,13 +49,6 @@ def peers() -> Path:
     if not PEERS.is_dir():
         pytest.skip(peers_missing(PEERS))
     return PEERS
-
-
-def python_env() -> dict[str, str]:
-    """Environment for child processes: the current one, with this interpreter first on PATH."""
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    return env
 
 
 # --- files that are not regular files: every reader of a path a model may pick must refuse them

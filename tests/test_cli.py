@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +22,6 @@ import pytest
 
 from korg_bridge import __version__
 from korg_bridge.bridge.contract import SIDE_EFFECTS
-from korg_bridge.cli import main
-from tests.conftest import python_env
 from tests.helpers.bridge_client import (
     BROKEN,
     INITIALIZE,
@@ -36,6 +33,7 @@ from tests.helpers.bridge_client import (
     wait_dead,
     wait_for_file,
 )
+from tests.helpers.cli import call_bridge, korg_bridge, python_env
 
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 ERROR_LINE = re.compile(r"^korg-bridge: error: [^\n]+\n$")
@@ -71,7 +69,7 @@ def runs(pid_dir: Path) -> dict[str, subprocess.CompletedProcess[str]]:
     procs: dict[str, subprocess.Popen[str]] = {}
     for name, args in SUBPROCESS_RUNS.items():
         procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "korg_bridge", *args],
+            [*korg_bridge(), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -151,7 +149,7 @@ def test_a_usage_error_exits_2_without_a_traceback(runs: dict[str, subprocess.Co
 
 def test_a_closed_stdout_pipe_exits_quietly() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "korg_bridge", str(THUMP), "--list-tools"],
+        [*korg_bridge(), str(THUMP), "--list-tools"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=child_env(),
@@ -178,7 +176,7 @@ async def test_ctrl_c_then_eof_exits_6_quietly() -> None:
     # thread that cancellation cannot interrupt, so it exits when stdin closes.
     with anyio.fail_after(RUN_BOUND):
         async with await anyio.open_process(
-            [sys.executable, "-m", "korg_bridge", str(THUMP)], env=child_env(), cwd=REPO
+            [*korg_bridge(), str(THUMP)], env=child_env(), cwd=REPO
         ) as process:
             assert process.stdin is not None and process.stdout is not None and process.stderr is not None
             await process.stdin.send(json.dumps(INITIALIZE).encode() + b"\n")
@@ -205,7 +203,7 @@ async def test_sigterm_during_a_call_ends_the_tool_process_group_too(tmp_path: P
     try:
         with anyio.fail_after(RUN_BOUND):
             async with await anyio.open_process(
-                [sys.executable, "-m", "korg_bridge", str(THUMP)], env=child_env(), cwd=REPO, stderr=None
+                [*korg_bridge(), str(THUMP)], env=child_env(), cwd=REPO, stderr=None
             ) as process:
                 assert process.stdin is not None and process.stdout is not None
                 await process.stdin.send(json.dumps(INITIALIZE).encode() + b"\n")
@@ -236,14 +234,8 @@ def _restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     root.setLevel(level)
 
 
-def _main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_version_in_process(capsys: pytest.CaptureFixture[str]) -> None:
-    assert _main(capsys, "--version") == (0, f"korg-bridge {__version__}\n", "")
+    assert call_bridge(capsys, "--version") == (0, f"korg-bridge {__version__}\n", "")
 
 
 @pytest.mark.parametrize(
@@ -276,14 +268,14 @@ def test_version_in_process(capsys: pytest.CaptureFixture[str]) -> None:
 def test_usage_errors_exit_2_and_say_what_is_wrong(
     capsys: pytest.CaptureFixture[str], argv: list[str], phrase: str
 ) -> None:
-    code, out, err = _main(capsys, *argv)
+    code, out, err = call_bridge(capsys, *argv)
     assert code == 2
     assert out == ""
     assert phrase in err
 
 
 def test_a_missing_binary_in_process_is_exit_7_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _main(capsys, "/no/such/binary", "--list-tools")
+    code, out, err = call_bridge(capsys, "/no/such/binary", "--list-tools")
     assert code == 7
     assert out == ""
     assert err == "korg-bridge: error: binary not found: '/no/such/binary'. Check the path.\n"
@@ -312,7 +304,7 @@ IN_PROCESS_EXIT = {
 def test_every_broken_fixture_exits_with_its_code_and_one_error_line(
     capsys: pytest.CaptureFixture[str], fixture: str
 ) -> None:
-    code, out, err = _main(capsys, str(BROKEN / fixture), "--list-tools")
+    code, out, err = call_bridge(capsys, str(BROKEN / fixture), "--list-tools")
     assert code == IN_PROCESS_EXIT[fixture], err
     assert out == ""
     assert ERROR_LINE.match(err), err
@@ -321,7 +313,7 @@ def test_every_broken_fixture_exits_with_its_code_and_one_error_line(
 
 
 def _json_report(capsys: pytest.CaptureFixture[str], binary: Path, *flags: str) -> tuple[dict[str, Any], str]:
-    code, out, err = _main(capsys, str(binary), "--list-tools", "--json", *flags)
+    code, out, err = call_bridge(capsys, str(binary), "--list-tools", "--json", *flags)
     assert code == 0, err
     report: dict[str, Any] = json.loads(out)
     return report, err
@@ -347,7 +339,7 @@ def test_dotted_and_long_command_ids_get_unique_valid_names(capsys: pytest.Captu
 
 
 def test_debug_adds_the_traceback_to_an_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _main(capsys, str(BROKEN / "array"), "--list-tools", "--debug")
+    code, _, err = call_bridge(capsys, str(BROKEN / "array"), "--list-tools", "--debug")
     assert code == 3
     assert "Traceback" in err
     assert err.rstrip().endswith("it must be a JSON object with schema 'korg:introspect@v1'.")
@@ -368,7 +360,7 @@ def _table_rows(out: str) -> dict[str, str]:
 
 
 def test_list_tools_shows_allowed_denied_and_skipped_with_reasons(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _main(capsys, str(THUMP), "--list-tools")
+    code, out, err = call_bridge(capsys, str(THUMP), "--list-tools")
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == f"thump 1.2.3 ({THUMP})"
@@ -393,7 +385,7 @@ def test_list_tools_policy_line_follows_the_environment(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KORG_INTROSPECT_MCP_ALLOW", " Network ")
-    code, out, _ = _main(capsys, str(THUMP), "--list-tools")
+    code, out, _ = call_bridge(capsys, str(THUMP), "--list-tools")
     assert code == 0
     assert "policy: allowed side effects: none, fs_read, network (KORG_INTROSPECT_MCP_ALLOW)" in out
     assert _table_rows(out)["thump.fetch"] == "ok"
@@ -403,7 +395,7 @@ def test_list_tools_allow_all_still_refuses_a_session(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KORG_INTROSPECT_MCP_ALLOW", "fs_write")  # overridden by --allow
-    code, out, _ = _main(capsys, str(THUMP), "--list-tools", "--allow", "all")
+    code, out, _ = call_bridge(capsys, str(THUMP), "--list-tools", "--allow", "all")
     assert code == 0
     assert "policy: all side effects allowed (--allow)" in out
     rows = _table_rows(out)
@@ -478,7 +470,7 @@ REPORT_SCHEMA: dict[str, Any] = {
 
 
 def test_list_tools_json_has_a_stable_shape(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _main(capsys, str(THUMP), "--list-tools", "--json")
+    code, out, _ = call_bridge(capsys, str(THUMP), "--list-tools", "--json")
     assert code == 0
     report = json.loads(out)
     jsonschema.Draft202012Validator(REPORT_SCHEMA).validate(report)
@@ -493,7 +485,7 @@ def test_list_tools_json_has_a_stable_shape(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_list_tools_json_with_command_id_names(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _main(capsys, str(THUMP), "--list-tools", "--json", "--tool-names", "command-id")
+    code, out, _ = call_bridge(capsys, str(THUMP), "--list-tools", "--json", "--tool-names", "command-id")
     assert code == 0
     tools = [t for t in json.loads(out)["tools"] if t["status"] != "skipped"]
     assert all(t["name"] == t["command_id"] for t in tools)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +17,9 @@ from mcp.client.streamable_http import streamable_http_client
 from korg_bridge.ledger.chain import verify_file
 from korg_bridge.recall.history.index import Index
 from korg_bridge.recall.history.query.search import search
-from tests.conftest import FIXTURE_BINS, python_env
-from tests.helpers.bridge_client import open_bridge, text_of
+from tests.helpers.bridge_client import free_port, open_bridge, text_of
+from tests.helpers.cli import python_env, run_bridge
+from tests.helpers.paths import FIXTURE_BINS
 
 THUMP = FIXTURE_BINS / "thump"
 EXTRAS = FIXTURE_BINS / "extras"
@@ -28,14 +28,7 @@ EXTRAS = FIXTURE_BINS / "extras"
 def run_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "korg_bridge", *args],
-        capture_output=True,
-        text=True,
-        env=env or python_env(),
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_bridge(*args, base=env or python_env(), timeout=timeout)
 
 
 @pytest.mark.anyio
@@ -113,12 +106,6 @@ def test_http_flags_need_http_and_off_loopback_needs_a_token() -> None:
     refused = run_cli(str(THUMP), "--http", "0.0.0.0:1")
     assert refused.returncode == 3 and "token" in refused.stderr and refused.stderr.count("\n") == 1
     assert run_cli(str(THUMP), "--http", "nonsense:port").returncode == 2
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.anyio

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 import pytest
 
@@ -22,8 +21,7 @@ from korg_bridge.config import (
     writes_mode,
 )
 from korg_bridge.errors import ConfigError
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
 
 
 @pytest.mark.parametrize("word", ["1", "true", "yes", "on", "ON", " True ", "Yes"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import korg_bridge
 from korg_bridge import errors
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 
 PACKAGE = REPO / "korg_bridge"
 

@@ -9,30 +9,19 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
 from tests.helpers.bridge_client import THUMP, child_env, open_bridge
-
-REPO = Path(__file__).resolve().parents[1]
-KORG_RECALL = Path(sys.executable).parent / "korg-recall"
+from tests.helpers.cli import korg_bridge, run_bridge, run_recall
+from tests.helpers.paths import KORG_RECALL, REPO
 
 
 def bridge(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``korg-bridge ARGS`` with stdin at EOF (a server that starts exits 0 at once)."""
-    return subprocess.run(
-        [sys.executable, "-m", "korg_bridge", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=child_env(env),
-        cwd=REPO,
-        timeout=60,
-        check=False,
-    )
+    """``korg-bridge ARGS`` from the repository with stdin at EOF (a server that starts exits 0 at once)."""
+    return run_bridge(*args, base=child_env(env), cwd=REPO)
 
 
 def one_error_line(stderr: str, prog: str = "korg-bridge") -> str:
@@ -50,7 +39,7 @@ async def test_a_server_started_in_a_terminal_says_it_waits_for_an_mcp_client() 
     master, slave = pty.openpty()
     try:
         process = await anyio.open_process(
-            [sys.executable, "-m", "korg_bridge", str(THUMP)],
+            [*korg_bridge(), str(THUMP)],
             stdin=slave,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -115,7 +104,7 @@ def test_a_callable_a_binary_cannot_serve_is_still_warned_about_when_serving() -
 @pytest.mark.parametrize("flags", [[], ["--http", "127.0.0.1:0"]], ids=["stdio", "http"])
 def test_ctrl_c_of_the_server_is_not_a_warning(flags: list[str]) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "korg_bridge", str(THUMP), *flags],
+        [*korg_bridge(), str(THUMP), *flags],
         stdin=subprocess.PIPE,  # held open: the server waits for a client
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -253,15 +242,7 @@ def test_list_tools_creates_and_changes_nothing(tmp_path: Path) -> None:
 
 
 def recall(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(KORG_RECALL), *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KORG_RECALL_LEDGER": "/nonexistent"},
-        timeout=60,
-        check=False,
-    )
+    return run_recall(*args, env={"KORG_RECALL_LEDGER": "/nonexistent"})
 
 
 def test_korg_recall_reports_every_problem_at_once_in_flag_terms() -> None:

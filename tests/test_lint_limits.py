@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import tomllib
 
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 
 
 def test_ruff_limits_complexity_and_arguments_with_no_exemption_in_the_package() -> None:

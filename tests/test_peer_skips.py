@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.conftest import PEERS_MISSING, peers_missing
+from tests.helpers.paths import PEERS_MISSING, peers_missing
 
 TESTS = Path(__file__).resolve().parent
 README = TESTS.parent / "README.md"

@@ -1,4 +1,4 @@
-"""The public API is a tested contract: the exported names, and the README's example."""
+"""The public API is a tested contract: the exported names, and the library example of docs/bridge.md."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from types import ModuleType
 
 import korg_bridge
 import korg_bridge.toolkit
-from tests.conftest import REPO, python_env
+from tests.helpers.cli import python_env
+from tests.helpers.paths import REPO
 
 EXPECTED = [
     "ArgumentError",
@@ -85,12 +86,12 @@ def test_every_error_carries_an_exit_code() -> None:
             assert obj("x").exit_code in range(1, 8)
 
 
-def test_readme_library_example_runs_and_prints_what_it_says() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_library_example_runs_and_prints_what_it_says() -> None:
+    readme = (REPO / "docs" / "bridge.md").read_text()
     match = re.search(
         r"<!-- example: library -->\n```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", readme, re.S
     )
-    assert match, "README lost its library example"
+    assert match, "docs/bridge.md lost its library example"
     code, expected = match.groups()
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=60

@@ -27,8 +27,8 @@ from korg_bridge.config import ENV_BRIDGE_ACTOR, ENV_BRIDGE_TENANT
 from korg_bridge.ledger.chain import verify_file
 from korg_bridge.serving.audit import AuditLog
 from korg_bridge.serving.http import reload_tokens, serve_http
-from tests.conftest import FIXTURE_BINS
 from tests.helpers.bridge_client import INITIALIZE, read_pid, wait_for_file
+from tests.helpers.paths import FIXTURE_BINS
 from tests.serving.test_http import JSON_HEADERS, URL_PATTERN, serving
 
 pytestmark = pytest.mark.anyio

@@ -6,8 +6,6 @@ like an operator would (SIGHUP to reload, SIGTERM to stop)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,8 +22,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from korg_bridge.cli import build_parser
 from korg_bridge.ledger.chain import verify_file
-from tests.conftest import FIXTURE_BINS, REPO, python_env
 from tests.helpers.bridge_client import INITIALIZE, run_cli
+from tests.helpers.cli import python_env, recall_script
+from tests.helpers.paths import FIXTURE_BINS, REPO
 from tests.serving.test_http import JSON_HEADERS, URL_PATTERN
 
 THUMP = FIXTURE_BINS / "thump"
@@ -197,9 +196,7 @@ async def test_the_cli_answers_429_with_retry_after_beyond_the_rate_limit(tmp_pa
 async def test_korg_recall_writes_each_memory_as_the_actor_of_its_token(tmp_path: Path) -> None:
     """The bridge half of "two tokens, two tenants" with korg-recall itself: the actor
     reaches what it writes. (Keeping tenants' memories apart is the Postgres store's.)"""
-    korg_recall = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if korg_recall is None:
-        pytest.skip(f"the korg-recall console script is not installed next to {sys.executable}")
+    korg_recall = str(recall_script())
     tokens = token_file(tmp_path, f"{ANA} acme ana@example.com\n{BOB} globex ci:nightly\n")
     env = python_env() | {"XDG_DATA_HOME": str(tmp_path / "data"), "KORG_BRIDGE_ACTOR": "stale"}
     args = [korg_recall, "--token-file", str(tokens), "--allow", "fs_write"]
@@ -264,10 +261,10 @@ def test_list_tools_accepts_a_good_token_file_and_limits(tmp_path: Path) -> None
     assert "thump_say" in result.stdout
 
 
-def test_every_flag_of_korg_bridge_has_a_row_in_the_readme() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_every_flag_of_korg_bridge_has_a_row_in_the_cli_reference() -> None:
+    readme = (REPO / "docs" / "cli.md").read_text()
     flags = [flag for action in build_parser()._actions for flag in action.option_strings]
     missing = [
         flag for flag in flags if flag.startswith("--") and flag != "--help" and f"`{flag}" not in readme
     ]
-    assert not missing, f"flags without a README row: {missing}"
+    assert not missing, f"flags without a row in docs/cli.md: {missing}"

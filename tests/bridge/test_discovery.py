@@ -13,8 +13,8 @@ import pytest
 
 from korg_bridge.bridge.discovery import MAX_DOCUMENT_BYTES, decode_document, discover, resolve_binary
 from korg_bridge.errors import BinaryNotFound, DiscoveryError, DocumentError
-from tests.conftest import python_env
 from tests.helpers.bridge_client import BROKEN, FIXTURE_BINS, REPO, THUMP, THUMP_SKIPPED, read_pid, wait_dead
+from tests.helpers.cli import python_env
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,8 @@ from mcp import Client
 from korg_bridge import BridgeOptions, Policy, discover
 from korg_bridge.bridge.drift import MAX_BACKOFF, Watch
 from korg_bridge.serving.server import Bridge
-from tests.conftest import FIXTURE_BINS, python_env
+from tests.helpers.cli import python_env
+from tests.helpers.paths import FIXTURE_BINS
 
 pytestmark = pytest.mark.anyio
 

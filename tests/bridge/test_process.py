@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 from korg_bridge.bridge.process import ProcessResult, run_process, signal_group
-from tests.conftest import python_env
 from tests.helpers.bridge_client import BROKEN, THUMP, is_dead, read_pid, wait_dead, wait_for_file
+from tests.helpers.cli import python_env
 
 pytestmark = pytest.mark.anyio
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sys
 from pathlib import Path
 
 import anyio
@@ -13,6 +10,7 @@ import pytest
 
 from korg_bridge.bridge.progress import MAX_MESSAGE, LineProgress, readable
 from tests.helpers.bridge_client import open_bridge, text_of
+from tests.helpers.cli import recall_script
 
 pytestmark = pytest.mark.anyio
 
@@ -123,9 +121,7 @@ def test_what_reads_as_a_status(line: str, expected: bool) -> None:
 
 async def test_korg_recall_s_long_running_index_reports_readable_progress_through_mcp(tmp_path: Path) -> None:
     """The real thing: ``korg-bridge korg-recall``, a client asking for progress, ``index``."""
-    korg_recall = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if korg_recall is None:
-        pytest.skip("the korg-recall console script is not installed")
+    korg_recall = str(recall_script())
     ledger = tmp_path / "s.jsonl"
     ledger.write_text(json.dumps({"seq": 1, "tool_name": "Bash", "args": {"command": "ls"}}) + "\n")
     messages: list[str | None] = []

@@ -16,7 +16,6 @@ from mcp.shared.exceptions import MCPError
 
 from korg_bridge.bridge.process import KILL_GRACE
 from korg_bridge.bridge.reaper import Reaper
-from tests.conftest import REPO, python_env
 from tests.helpers.bridge_client import (
     BROKEN,
     THUMP,
@@ -26,6 +25,8 @@ from tests.helpers.bridge_client import (
     wait_dead,
     wait_for_file,
 )
+from tests.helpers.cli import python_env
+from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.anyio
 

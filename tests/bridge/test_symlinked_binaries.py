@@ -24,8 +24,8 @@ from mcp import Client
 from korg_bridge import BridgeOptions, Policy, build_server, discover
 from korg_bridge.bridge.discovery import resolve_binary
 from korg_bridge.bridge.drift import FileStamp
-from tests.conftest import python_env
 from tests.helpers.bridge_client import FIXTURE_BINS, child_env, open_bridge, run_cli, text_of
+from tests.helpers.cli import python_env
 
 pytestmark = pytest.mark.anyio
 

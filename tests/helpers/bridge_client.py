@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,9 +27,10 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURE_BINS = REPO / "fixture_bins"
-THUMP = FIXTURE_BINS / "thump"
+from tests.helpers.cli import bare_env, korg_bridge, run_bridge
+from tests.helpers.paths import BROKEN as BROKEN
+from tests.helpers.paths import FIXTURE_BINS as FIXTURE_BINS
+from tests.helpers.paths import REPO, THUMP
 
 THUMP_SKIPPED = frozenset(
     {
@@ -53,7 +56,6 @@ INITIALIZE = {
     },
 }
 """A raw MCP ``initialize`` request, for tests that speak JSON-RPC without the SDK client."""
-BROKEN = FIXTURE_BINS / "broken"
 
 MARKER_VAR = "BRIDGE_TEST_MARKER"
 """Set in each bridge's environment so its pid can be found under /proc."""
@@ -62,15 +64,8 @@ CALL_BOUND = 60.0
 """Seconds any one end-to-end test may take before it fails instead of hanging."""
 
 
-def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What the bridge needs explicitly: PATH with this interpreter first (the
-    fixtures run ``/usr/bin/env python3``) and HOME; the SDK adds the rest."""
-    env = {
-        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", os.defpath),
-        "HOME": os.environ.get("HOME", "/tmp"),
-    }
-    env.update(extra or {})
-    return env
+child_env = bare_env
+"""What the bridge needs explicitly (PATH, HOME); the name these tests know :func:`bare_env` by."""
 
 
 @dataclass
@@ -191,18 +186,8 @@ def read_pid(path: Path) -> int:
 def run_cli(
     args: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 60.0
 ) -> subprocess.CompletedProcess[str]:
-    """``korg-bridge ARGS`` as a subprocess, with text output."""
-    return subprocess.run(
-        [sys.executable, "-m", "korg_bridge", *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        env=child_env(env),
-        cwd=REPO,
-        timeout=timeout,
-        check=False,
-    )
+    """``korg-bridge ARGS`` from the repository, with the bare environment an MCP client gives."""
+    return run_bridge(*args, base=bare_env(), env=env, cwd=REPO, timeout=timeout)
 
 
 def introspect(binary: Path, env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -212,3 +197,38 @@ def introspect(binary: Path, env: Mapping[str, str] | None = None) -> dict[str, 
     ).stdout
     data: dict[str, Any] = json.loads(out)
     return data
+
+
+# --- the HTTP server ------------------------------------------------------------------------
+
+
+URL = re.compile(r"http://\S+/mcp")
+"""The endpoint the HTTP bridge names on stderr once it listens."""
+
+
+def free_port() -> int:
+    """A loopback port free a moment ago (the server binds it next)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def serve_http(
+    binary: str | os.PathLike[str], *flags: str, env: Mapping[str, str], cwd: Path, bound: float = CALL_BOUND
+) -> AsyncIterator[str]:
+    """``korg-bridge BINARY --http 127.0.0.1:PORT FLAGS`` as a child, yielding the URL it serves at once it
+    listens; terminated (and waited for) when the block ends. Every wait is bounded by ``bound``."""
+    argv = [*korg_bridge(), os.fspath(binary), "--http", f"127.0.0.1:{free_port()}", *flags]
+    async with await anyio.open_process(argv, env=dict(env), cwd=cwd) as process:
+        assert process.stderr is not None
+        seen = b""
+        try:
+            with anyio.fail_after(bound):
+                while not (found := URL.search(seen.decode(errors="replace"))):
+                    seen += await process.stderr.receive()
+            yield found.group()
+        finally:
+            process.terminate()
+            with anyio.fail_after(bound):
+                await process.wait()

@@ -1,5 +1,5 @@
-"""Helpers of the Claude Code interop tests: a Claude config folder built file by file, and
-korg-recall called in process or as a child."""
+"""Helpers of the Claude Code interop tests: a Claude config folder built file by file (running
+korg-recall is :mod:`tests.helpers.cli`)."""
 
 from __future__ import annotations
 
@@ -10,30 +10,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.helpers.memory import (
-    answer,
-    call,
-    failed,
-    git_repo,
-    korg_recall,
-    ok,
-    rows,
-    run,
-    store_file,
-    tree_bytes,
-)
+from tests.helpers.memory import git_repo, rows, store_file, tree_bytes
 
 __all__ = [
     "ClaudeHome",
-    "answer",
-    "call",
-    "failed",
     "git_repo",
-    "korg_recall",
     "line_with",
-    "ok",
     "rows",
-    "run",
     "store_file",
     "topic",
     "tree_bytes",

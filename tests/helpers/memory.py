@@ -1,5 +1,5 @@
-"""Helpers of the memory-store tests: korg-recall as a subprocess or in process, git projects,
-and looking at a store from outside -- a SQLite file, or a team store's tenant (:class:`PgTarget`)."""
+"""Helpers of the memory-store tests: git projects, and looking at a store from outside -- a SQLite
+file, or a team store's tenant (:class:`PgTarget`). Running korg-recall is :mod:`tests.helpers.cli`."""
 
 from __future__ import annotations
 
@@ -8,75 +8,25 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from korg_bridge.recall.cli.app import main
+from tests.helpers.cli import BOUND, call_recall, run_recall
+from tests.helpers.cli import answer as answer
+from tests.helpers.cli import failed as failed
+from tests.helpers.cli import korg_recall as korg_recall
+from tests.helpers.cli import ok as ok
 from tests.helpers.sqlite import connect
 
-SUBPROCESS_BOUND = 60.0
-"""Seconds one korg-recall child may take: far above any memory call."""
-
-
-def korg_recall() -> list[str]:
-    """The installed console script (what a user and the bridge run), else the module."""
-    found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
-
-
-def run(
-    *args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = SUBPROCESS_BOUND
-) -> subprocess.CompletedProcess[str]:
-    """``korg-recall ARGS`` as a child process (stdin /dev/null, as under the bridge)."""
-    return subprocess.run(
-        [*korg_recall(), *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    """The JSON result of a successful call (and nothing on stderr)."""
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == "", proc.stderr
-    value: dict[str, Any] = json.loads(proc.stdout)
-    return value
-
-
-def failed(proc: subprocess.CompletedProcess[str], code: int, phrase: str) -> str:
-    """The one-line error of a failed call, after checking its exit code and the phrase it names."""
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("korg-recall: error: "), proc.stderr
-    assert phrase in lines[0], lines[0]
-    return lines[0]
-
-
-def call(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``korg-recall ARGV`` in this process: (exit code, stdout, stderr)."""
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def answer(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    """The JSON result of a successful in-process call."""
-    code, out, err = call(capsys, *argv)
-    assert code == 0, err
-    value: dict[str, Any] = json.loads(out)
-    return value
+# The names these tests used before tests/helpers/cli.py held them; kept for tests written on other
+# branches meanwhile. New tests import from tests.helpers.cli.
+run = run_recall
+call = call_recall
+SUBPROCESS_BOUND = BOUND
 
 
 def git_repo(path: Path) -> Path:

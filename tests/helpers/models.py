@@ -29,6 +29,14 @@ needs_model = pytest.mark.skipif(
     reason="needs KORG_RECALL_MODEL_DIR (build it: python .ci/build_model_dir.py DIR) "
     "and the [semantic] extra (pip install -e '.[semantic]')",
 )
+
+
+def require_semantic_backend() -> None:
+    """Skip the calling test unless the [semantic] extra's runtime (numpy, onnxruntime, tokenizers) is installed."""
+    for name in ("numpy", "onnxruntime", "tokenizers"):
+        pytest.importorskip(name, reason=f"needs the [semantic] extra ({name}): pip install -e '.[semantic]'")
+
+
 needs_fastembed = pytest.mark.skipif(not HAVE_FASTEMBED, reason="needs the [semantic] extra (fastembed)")
 
 MODEL_FILES = (

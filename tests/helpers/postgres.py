@@ -23,7 +23,6 @@ import platform
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.helpers.bridge_client import free_port
+from tests.helpers.cli import run_recall
 
 COMMAND_BOUND = 60.0
 """Seconds initdb, pg_ctl or a korg-recall child may take: far above what they need (~1 s)."""
@@ -63,12 +65,6 @@ def binaries() -> Path:
     return folder
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class EmbeddedServer:
     """One cluster: started by :meth:`start`, stopped and removed by :meth:`stop`."""
@@ -91,7 +87,7 @@ class EmbeddedServer:
         folder = binaries()
         base = Path(tempfile.mkdtemp(prefix="korg-pg-"))
         user = "nobody" if os.geteuid() == 0 else None
-        server = cls(base, _free_port(), secrets.token_hex(12), user, folder, fsync, tuple(settings))
+        server = cls(base, free_port(), secrets.token_hex(12), user, folder, fsync, tuple(settings))
         try:
             server._init()
             server._pg_ctl(
@@ -197,23 +193,10 @@ class Roles:
         return self.server.url(APP, self.app_password, database)
 
 
-def korg_recall() -> list[str]:
-    found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
-
-
 def migrate(owner_url: str, grant: Sequence[str] = (APP,)) -> subprocess.CompletedProcess[str]:
     """``korg-recall store migrate --grant …`` as an operator runs it."""
     flags = [item for role in grant for item in ("--grant", role)]
-    return subprocess.run(
-        [*korg_recall(), "store", "migrate", *flags],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KORG_RECALL_STORE": owner_url},
-        timeout=COMMAND_BOUND,
-        check=False,
-    )
+    return run_recall("store", "migrate", *flags, env={"KORG_RECALL_STORE": owner_url}, timeout=COMMAND_BOUND)
 
 
 def create_roles(server: EmbeddedServer) -> Roles:

@@ -10,7 +10,9 @@ import gzip
 import shutil
 from pathlib import Path
 
-TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "peers" / "transcripts"
+from tests.helpers.paths import PEERS
+
+TRANSCRIPTS = PEERS / "transcripts"
 
 
 def unpack_transcripts(into: Path) -> Path | None:

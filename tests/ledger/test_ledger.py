@@ -23,10 +23,8 @@ from korg_bridge.ledger.chain import (
     entry_hash,
     verify_file,
 )
-from tests.conftest import peers_missing
+from tests.helpers.paths import PEERS, REPO, peers_missing
 
-REPO = Path(__file__).resolve().parents[2]
-PEERS = REPO / ".." / "shared" / "peers"
 VECTORS_DIR = PEERS / "ledgers" / "korg-ledger-v1"
 SESSIONS_DIR = PEERS / "ledgers" / "sessions"
 CONFORMANCE_KEY = b"korg-conformance-key"

@@ -25,8 +25,9 @@ from korg_bridge.ledger.check import (
     ledger_lines,
     parse_public_key,
 )
+from tests.helpers.cli import run
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SUBPROCESS_BOUND = 60.0
 
 
@@ -63,16 +64,9 @@ def _chain(*bodies: dict[str, Any]) -> list[dict[str, Any]]:
 def _cli(
     *args: str, env: dict[str, str] | None = None, code: str | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """korg-recall's entry point run by this interpreter (or ``code`` in its place, to vary it)."""
     program = code or "from korg_bridge.recall.cli.app import main; raise SystemExit(main())"
-    return subprocess.run(
-        [sys.executable, "-c", program, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        cwd=REPO,
-        timeout=SUBPROCESS_BOUND,
-        check=False,
-    )
+    return run([sys.executable, "-c", program, *args], env=env, cwd=REPO, timeout=SUBPROCESS_BOUND)
 
 
 # --- the spec's samples ----------------------------------------------------------------------------

@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 from korg_bridge.redact import REDACTED, is_secret_name, redact, redact_arguments, redact_value
 from korg_bridge.serving import audit
 from korg_bridge.serving.audit import OUTPUT_PREVIEW_BYTES, output_preview
+from tests.helpers.paths import DATA
 
-CORPUS_PATH = Path(__file__).resolve().parents[1] / "data" / "secrets.json"
+CORPUS_PATH = DATA / "secrets.json"
 SPLIT = "«»"
 
 

@@ -22,8 +22,8 @@ from korg_bridge._version import __version__
 from korg_bridge.errors import ConfigError
 from korg_bridge.ledger.chain import GENESIS_HASH, verify_file
 from korg_bridge.serving.audit import OUTPUT_PREVIEW_BYTES, AuditLog, is_secret_name, output_preview
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CONFORMANCE_KEY = b"korg-conformance-key"
 REQUIRED_FIELDS = [
     "schema_version",

@@ -11,7 +11,6 @@ import hashlib
 import json
 import logging
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,23 +28,15 @@ from korg_bridge.serving.audit import (
     bound_arguments,
 )
 from tests.helpers.bridge_client import THUMP, child_env, open_bridge
+from tests.helpers.cli import run_bridge
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DEEP = 100_000
 
 
 def bridge(*args: str) -> subprocess.CompletedProcess[str]:
     """``korg-bridge THUMP ARGS`` with stdin at EOF: a server that starts exits 0 at once."""
-    return subprocess.run(
-        [sys.executable, "-m", "korg_bridge", str(THUMP), *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        cwd=REPO,
-        timeout=60,
-        check=False,
-    )
+    return run_bridge(str(THUMP), *args, base=child_env(), cwd=REPO)
 
 
 def deep_json(depth: int) -> bytes:

@@ -16,7 +16,7 @@ from mcp import Client
 
 from korg_bridge import BridgeOptions, ConfigError, Policy, build_server, discover
 from korg_bridge.bridge.catalogue import Catalogue, ToolFilter
-from tests.conftest import FIXTURE_BINS
+from tests.helpers.paths import FIXTURE_BINS
 
 pytestmark = pytest.mark.anyio
 

@@ -41,8 +41,9 @@ from korg_bridge.serving.http import (
     security_settings,
     serve_http,
 )
-from tests.conftest import FIXTURE_BINS, REPO, python_env
 from tests.helpers.bridge_client import INITIALIZE
+from tests.helpers.cli import python_env
+from tests.helpers.paths import FIXTURE_BINS, REPO
 
 pytestmark = pytest.mark.anyio
 

@@ -367,7 +367,7 @@ def test_a_flood_that_exhausts_the_file_limit_logs_one_warning_and_no_traceback(
     import subprocess
     import sys
 
-    from tests.conftest import FIXTURE_BINS, REPO
+    from tests.helpers.paths import FIXTURE_BINS, REPO
 
     limit = 96
     wrapper = (

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +16,14 @@ from mcp.shared.exceptions import MCPError
 from korg_bridge import BridgeOptions, build_server, discover
 from korg_bridge.bridge.contract import parse_document
 from korg_bridge.recall.cli.app import main as korg_recall_main
-from tests.conftest import FIXTURE_BINS
+from tests.helpers.cli import recall_script
+from tests.helpers.paths import FIXTURE_BINS
 
 pytestmark = pytest.mark.anyio
 
 
 def korg_recall() -> str:
-    found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if found is None:
-        pytest.skip("the korg-recall console script is not installed beside this interpreter")
-    return found
+    return str(recall_script())
 
 
 @pytest.fixture

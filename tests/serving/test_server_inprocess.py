@@ -11,7 +11,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from korg_bridge import BridgeOptions, Policy, build_server, discover
-from tests.conftest import FIXTURE_BINS
+from tests.helpers.paths import FIXTURE_BINS
 
 pytestmark = pytest.mark.anyio
 

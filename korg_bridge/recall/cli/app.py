@@ -821,10 +821,10 @@ from korg_bridge.recall.cli.memory import register as _register_memory  # noqa: 
 
 _register_memory(kit)  # remember, revise, forget, memories, restore (korg_bridge/recall/memory/)
 
+from korg_bridge.recall.cli.context import register as _register_brief  # noqa: E402
 from korg_bridge.recall.cli.hooks import register as _register_hooks  # noqa: E402
-from korg_bridge.recall.interop.brief import register as _register_brief  # noqa: E402
 
-_register_brief(kit)  # context: the session-start brief (korg_bridge/recall/interop/brief.py)
+_register_brief(kit)  # context: the session-start brief (korg_bridge/recall/cli/context.py)
 _register_hooks(kit)  # hooks install|uninstall|status (korg_bridge/recall/cli/hooks.py, hooks.py)
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +17,12 @@ from typing import Any
 import pytest
 
 from korg_bridge.recall.history.query.paging import RESPONSE_CHARS
-from tests.conftest import peers_missing
 from tests.helpers.bridge_client import Bridge, open_bridge, text_of
+from tests.helpers.cli import recall_script
+from tests.helpers.paths import PEERS, peers_missing
 from tests.helpers.transcripts import unpack_transcripts
 
 pytestmark = pytest.mark.anyio
-
-PEERS = Path(__file__).resolve().parents[4] / "shared" / "peers"
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +33,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def korg_recall() -> Path:
-    found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if found is None:
-        pytest.skip(
-            "the korg-recall console script is not installed next to the interpreter (pip install -e .)"
-        )
-    return Path(found)
+    return recall_script()
 
 
 @pytest.fixture(scope="module")

@@ -4,15 +4,12 @@ so one value means the same thing for memories and for history (real processes).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import python_env
+from tests.helpers.cli import python_env, run_recall
 from tests.helpers.models import MODEL_DIR, needs_model
 
 BOUND = 60.0
@@ -21,21 +18,8 @@ SECRET = "postgres://admin:Zq8vT3mWx9Lp2Rk7@db.internal:5432/billing"
 PASSWORD = "Zq8vT3mWx9Lp2Rk7"
 
 
-def _korg_recall() -> list[str]:
-    script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
-
-
 def _run(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*_korg_recall(), *args],
-        capture_output=True,
-        text=True,
-        env={**python_env(), **env},
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        timeout=BOUND,
-    )
+    return run_recall(*args, base=python_env(), env=env, cwd=cwd, timeout=BOUND)
 
 
 @pytest.fixture

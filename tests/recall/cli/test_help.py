@@ -7,31 +7,16 @@ command-line-only ones included), so a command added later is covered without ed
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 
-from tests.conftest import python_env
+from tests.helpers.cli import python_env, run_recall
 
 BOUND = 60.0
 """Seconds one korg-recall child may take to print its help."""
 
 
-def _korg_recall() -> list[str]:
-    script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
-
-
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*_korg_recall(), *args],
-        capture_output=True,
-        text=True,
-        env={**python_env(), "COLUMNS": "100"},
-        stdin=subprocess.DEVNULL,
-        timeout=BOUND,
-    )
+    return run_recall(*args, base=python_env(), env={"COLUMNS": "100"}, timeout=BOUND)
 
 
 def _command_paths(document: dict[str, object]) -> dict[tuple[str, ...], str | None]:

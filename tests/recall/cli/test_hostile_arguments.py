@@ -7,22 +7,22 @@ send; secrets cannot be unredacted by an argument; no ``fs_read`` callable downl
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from korg_bridge.recall.cli.app import kit, main
+from korg_bridge.recall.cli.app import kit
 from korg_bridge.recall.history.index import MAX_EVENT_ID
 from korg_bridge.recall.history.query.limits import MAX_FILTERS, MAX_QUERY_CHARS, MAX_QUERY_TERMS, MAX_REFS
 from korg_bridge.toolkit import Toolkit
+from tests.helpers.cli import call_recall, run_recall
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 SUBPROCESS_BOUND = 60.0
 
 Run = Callable[..., tuple[int, str, str]]
@@ -63,12 +63,7 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    def call(*argv: str) -> tuple[int, str, str]:
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return call
+    return functools.partial(call_recall, capsys)
 
 
 def _refs(run: Run, query: str = "walrus") -> list[str]:
@@ -400,14 +395,7 @@ def test_a_secret_in_history_is_redacted_and_the_footer_says_only_how_many(
 
 
 def test_the_installed_script_refuses_allow_secrets_too(ledger: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "korg_bridge.recall.cli.app", "show", "e1", "--allow-secrets"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=SUBPROCESS_BOUND,
-        check=False,
-    )
+    done = run_recall("show", "e1", "--allow-secrets", cwd=REPO, timeout=SUBPROCESS_BOUND)
     assert (done.returncode, done.stdout) == (2, "")
     assert "--allow-secrets" in done.stderr
 

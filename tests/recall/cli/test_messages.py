@@ -4,17 +4,14 @@ do as asked. Real processes; a real terminal (a pty) where what a person sees di
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import python_env
+from tests.helpers.cli import korg_recall, python_env, run_recall
 from tests.helpers.models import needs_fastembed
 from tests.helpers.terminal import CTRL_C, run_on_terminal
 
@@ -22,21 +19,8 @@ BOUND = 120.0
 """Seconds a korg-recall child may take: far above any of these."""
 
 
-def _korg_recall() -> list[str]:
-    script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
-
-
 def _run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*_korg_recall(), *args],
-        capture_output=True,
-        text=True,
-        env={**python_env(), **(env or {})},
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        timeout=BOUND,
-    )
+    return run_recall(*args, base=python_env(), env=env, cwd=cwd, timeout=BOUND)
 
 
 def _ledger(path: Path, events: int) -> Path:
@@ -168,7 +152,7 @@ def test_ctrl_c_during_index_prints_one_line_and_the_next_run_resumes(tmp_path: 
     ledger = _ledger(tmp_path / "big" / "s.jsonl", events)
     env = {**python_env(), "KORG_RECALL_INDEX": str(tmp_path / "index.sqlite"), "KORG_RECALL_MODEL_DIR": ""}
     session = run_on_terminal(
-        [*_korg_recall(), "index", "--ledger", str(ledger.parent)],
+        [*korg_recall(), "index", "--ledger", str(ledger.parent)],
         env=env,
         cwd=tmp_path,
         steps=[("indexing [", CTRL_C)],
@@ -211,7 +195,7 @@ def test_confirm_mode_tells_an_agent_a_command_that_works_at_a_terminal(tmp_path
     assert named is not None, err
     argv = shlex.split(named.group(1))[1:]
     session = run_on_terminal(
-        [*_korg_recall(), *argv],
+        [*korg_recall(), *argv],
         env={**python_env(), **held},
         cwd=tmp_path,
         steps=[("[y/N]", b"y\n")],
@@ -227,7 +211,7 @@ def test_confirm_mode_at_a_terminal_changes_nothing_on_no(tmp_path: Path) -> Non
     memory = _remember(tmp_path, "The staging database is reset every Sunday night.")
     held = {**python_env(), "KORG_RECALL_WRITES": "confirm", "KORG_RECALL_ACTOR": "alice"}
     session = run_on_terminal(
-        [*_korg_recall(), "forget", "--id", memory], env=held, cwd=tmp_path, steps=[("[y/N]", b"n\n")]
+        [*korg_recall(), "forget", "--id", memory], env=held, cwd=tmp_path, steps=[("[y/N]", b"n\n")]
     )
     assert session.code == 0, session.screen
     assert "cancelled: nothing changed." in session.screen
@@ -242,7 +226,7 @@ def test_forget_by_query_at_a_terminal_shows_the_matches_and_asks_once(
     second = _remember(tmp_path, "Deploys to production need two approvals.")
     keep = _remember(tmp_path, "The logo is teal.")
     session = run_on_terminal(
-        [*_korg_recall(), "forget", "--query", "deploys need"],
+        [*korg_recall(), "forget", "--query", "deploys need"],
         env=python_env(),
         cwd=tmp_path,
         steps=[("[y/N]", answer)],

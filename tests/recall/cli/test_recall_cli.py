@@ -9,6 +9,7 @@ warning on stderr, two processes sharing one index, the exit status).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -25,8 +26,9 @@ import pytest
 from korg_bridge.bridge.argv import build_argv
 from korg_bridge.bridge.contract import contract_schema, parse_document
 from korg_bridge.recall.cli.app import kit, main
+from tests.helpers.cli import call_recall
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 SNAPSHOT = Path(__file__).resolve().parent / "introspect.snapshot.json"
 REGENERATE = (
     f"{sys.executable} -m korg_bridge.recall.cli.app --introspect > tests/recall/introspect.snapshot.json"
@@ -134,13 +136,7 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, index_path: Path) ->
 @pytest.fixture
 def run(capsys: pytest.CaptureFixture[str]) -> Run:
     """``korg-recall ARGS`` in this process: (exit code, stdout, stderr)."""
-
-    def call(*argv: str) -> tuple[int, str, str]:
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return call
+    return functools.partial(call_recall, capsys)
 
 
 def hits(out: str) -> list[dict[str, str]]:

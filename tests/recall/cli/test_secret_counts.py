@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers.cli import run_recall
 
 SUBPROCESS_BOUND = 60.0
 """Seconds one korg-recall child may take: far above a query on a three-event ledger."""
@@ -29,17 +29,7 @@ HIDDEN = ("AbCdEfGhIjKlMnOp", "abcDEF1234567890ghiJKL", "hunter2secret")
 
 
 def korg_recall(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    argv = [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
-    return subprocess.run(
-        [*argv, *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=SUBPROCESS_BOUND,
-        check=False,
-    )
+    return run_recall(*args, base=env, timeout=SUBPROCESS_BOUND)
 
 
 def event(seq: int, command: str, output: str) -> dict[str, Any]:

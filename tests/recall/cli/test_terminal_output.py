@@ -8,10 +8,7 @@ Terminal behaviour needs a real terminal: each such run gets a pty as its stdin 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -20,8 +17,8 @@ import pytest
 
 from korg_bridge.recall.cli.app import kit
 from korg_bridge.recall.history.stats import GROUPS_SHOWN
-from tests.conftest import python_env
 from tests.helpers.bridge_client import Bridge, open_bridge, text_of
+from tests.helpers.cli import korg_recall, python_env, recall_script, run_recall
 from tests.helpers.terminal import run_on_terminal
 
 BOUND = 120.0
@@ -30,26 +27,13 @@ STATS_BOUND = 40_000
 SESSIONS = 1_200
 
 
-def _korg_recall() -> list[str]:
-    script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
-
-
 def _piped(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*_korg_recall(), *args],
-        capture_output=True,
-        text=True,
-        env={**python_env(), **(env or {})},
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        timeout=BOUND,
-    )
+    return run_recall(*args, base=python_env(), env=env, cwd=cwd, timeout=BOUND)
 
 
 def _on_terminal(cwd: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     session = run_on_terminal(
-        [*_korg_recall(), *args],
+        [*korg_recall(), *args],
         env={**python_env(), **(env or {})},
         cwd=cwd,
         stderr_apart=True,
@@ -209,7 +193,7 @@ def test_export_into_a_pipe_its_reader_closes_early_ends_quietly(world: Path, tm
     )  # fmt: skip
     assert _piped(world, "import", str(entities)).returncode == 0
     proc = subprocess.Popen(
-        [*_korg_recall(), "export"],
+        [*korg_recall(), "export"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -319,10 +303,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def bridge(big_history: dict[str, str], tmp_path: Path) -> AsyncIterator[Bridge]:
-    script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if script is None:
-        pytest.skip(f"the korg-recall console script is not installed next to {sys.executable}")
-    async with open_bridge(script, env=big_history, cwd=tmp_path) as running:
+    async with open_bridge(recall_script(), env=big_history, cwd=tmp_path) as running:
         yield running
 
 

@@ -9,18 +9,16 @@ binary cannot take back (the reference server rejected its own ``tool_filter``) 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import peers_missing
 from tests.helpers.bridge_client import Bridge, open_bridge, text_of
+from tests.helpers.cli import recall_script
+from tests.helpers.paths import PEERS, peers_missing
 
 pytestmark = pytest.mark.anyio
 
@@ -45,19 +43,13 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def korg_recall() -> Path:
-    found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if found is None:
-        pytest.skip(
-            f"the korg-recall console script is not installed next to {sys.executable}; "
-            "install the package (pip install -e .) to run the bridge end to end"
-        )
-    return Path(found)
+    return recall_script()
 
 
 @pytest.fixture(scope="module")
 def peer_ledgers() -> Path:
     # The conftest ``peers`` fixture is function-scoped; the bridge here lives for the module.
-    folder = Path(__file__).resolve().parents[3] / ".." / "shared" / "peers" / "ledgers"
+    folder = PEERS / "ledgers"
     if not folder.is_dir():
         pytest.skip(peers_missing(folder))
     return folder.resolve()

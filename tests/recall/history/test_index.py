@@ -21,10 +21,7 @@ from korg_bridge.recall.history.index import Index, parse_ref
 from korg_bridge.recall.history.ingest.rows import MAX_STORED_JSON
 from korg_bridge.recall.history.query.search import search
 from korg_bridge.recall.paths import index_path
-from tests.conftest import peers_missing
-
-REPO = Path(__file__).resolve().parents[3]
-PEERS = REPO / ".." / "shared" / "peers"
+from tests.helpers.paths import PEERS, REPO, peers_missing
 
 
 def line(seq: int, tool: str = "Bash", *, session: str | None = None, **fields: Any) -> str:
@@ -83,13 +80,6 @@ def assert_fts_in_sync(index: Index) -> None:
 def index(tmp_path: Path) -> Iterator[Index]:
     with Index(tmp_path / "cache" / "korg-recall" / "index.sqlite") as opened:
         yield opened
-
-
-@pytest.fixture
-def ledgers(tmp_path: Path) -> Path:
-    folder = tmp_path / "ledgers"
-    folder.mkdir()
-    return folder
 
 
 # --- location and opening ----------------------------------------------------------------------

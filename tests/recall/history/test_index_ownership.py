@@ -15,7 +15,6 @@ import logging
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,8 +24,9 @@ from korg_bridge.errors import ConfigError
 from korg_bridge.recall.history.index import Index
 from korg_bridge.recall.history.migrations import APPLICATION_ID
 from korg_bridge.recall.history.ownership import move_aside
+from tests.helpers.cli import run_recall
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 SUBPROCESS_BOUND = 60.0
 
 
@@ -56,16 +56,15 @@ def _build(path: Path, ledgers: Path) -> None:
 
 
 def _recall(index: Path, ledgers: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KORG_RECALL_INDEX": str(index), "KORG_RECALL_LEDGER": str(ledgers)}
-    env.pop("KORG_RECALL_MODEL_DIR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "korg_bridge.recall.cli.app", "recall", "--query", "walrus"],
-        capture_output=True,
-        text=True,
+    env = {"KORG_RECALL_INDEX": str(index), "KORG_RECALL_LEDGER": str(ledgers)}
+    return run_recall(
+        "recall",
+        "--query",
+        "walrus",
         env=env,
+        drop=["KORG_RECALL_MODEL_DIR"],
         cwd=REPO,
         timeout=SUBPROCESS_BOUND,
-        check=False,
     )
 
 

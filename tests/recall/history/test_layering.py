@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 
 HISTORY = REPO / "korg_bridge" / "recall" / "history"
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.interop.brief import tokens
-from tests.helpers.claude import ClaudeHome, answer, call, git_repo, ok, rows, run, store_file, topic
+from tests.helpers.claude import ClaudeHome, git_repo, rows, store_file, topic
+from tests.helpers.cli import answer, call_recall, ok, run_recall
 from tests.helpers.models import MODEL_DIR
 
 
@@ -26,7 +27,7 @@ def remember(capsys: pytest.CaptureFixture[str], text: str, kind: str, *flags: s
 
 
 def brief(capsys: pytest.CaptureFixture[str], *flags: str) -> str:
-    code, out, err = call(capsys, "context", *flags)
+    code, out, err = call_recall(capsys, "context", *flags)
     assert code == 0, err
     return out
 
@@ -143,7 +144,7 @@ def test_without_an_index_the_brief_says_how_to_build_one(
     capsys: pytest.CaptureFixture[str], shop: Path
 ) -> None:
     remember(capsys, "Deploys need two approvals.", "feedback")
-    code, out, err = call(capsys, "context")
+    code, out, err = call_recall(capsys, "context")
     assert code == 0 and "Deploys need two approvals." in out
     assert (
         err
@@ -169,15 +170,15 @@ def test_in_hook_mode_a_broken_store_is_a_note_and_the_session_still_starts(
     store = store_file(Path(os.environ["HOME"]))
     store.parent.mkdir(parents=True)
     store.write_bytes(b"someone's notes, not a database")
-    proc = run("context", "--hook", "claude", cwd=shop)
+    proc = run_recall("context", "--hook", "claude", cwd=shop)
     assert (proc.returncode, proc.stdout) == (0, "")
     assert "memories not read: the memory store" in proc.stderr
-    plain = run("context", cwd=shop)
+    plain = run_recall("context", cwd=shop)
     assert plain.returncode == 3 and "is not a SQLite database" in plain.stderr
 
 
 def test_context_is_an_fs_read_tool_with_a_bounded_schema(shop: Path) -> None:
-    document = ok(run("--introspect", cwd=shop))
+    document = ok(run_recall("--introspect", cwd=shop))
     callable_ = next(c for c in document["callables"] if c["command_id"] == "korg-recall.context")
     assert callable_["capabilities"]["side_effects"] == "fs_read"
     assert set(callable_["input_schema"]["properties"]) == {

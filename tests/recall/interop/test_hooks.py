@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.interop.guarded_write import Changed, replace, take
-from tests.helpers.claude import ClaudeHome, answer, call, failed, git_repo, ok, run
+from tests.helpers.claude import ClaudeHome, git_repo
+from tests.helpers.cli import answer, call_recall, failed, ok, run_recall
 
 SETTINGS = """{
     "permissions": {
@@ -149,7 +150,7 @@ def test_an_unparseable_settings_file_is_refused_untouched(
 ) -> None:
     path = claude.root / "settings.json"
     path.write_text('{"model": "opus",,}\n')
-    code, out, err = call(capsys, "hooks", "install")
+    code, out, err = call_recall(capsys, "hooks", "install")
     assert (code, out) == (3, "")
     assert (
         err.startswith(f"korg-recall: error: cannot parse {path} (line 1 column 18") and err.count("\n") == 1
@@ -159,7 +160,7 @@ def test_an_unparseable_settings_file_is_refused_untouched(
     status = answer(capsys, "hooks", "status")["hooks"][0]
     assert status["installed"] is False and "cannot parse" in status["error"]
     path.write_text('{"hooks": []}')
-    code, _, err = call(capsys, "hooks", "install")
+    code, _, err = call_recall(capsys, "hooks", "install")
     assert code == 3 and '"hooks" is a list, not an object' in err
 
 
@@ -197,7 +198,7 @@ def test_project_and_codex_targets(
         ("codex", "user"): True,
         ("codex", "project"): False,
     }
-    code, _, err = call(capsys, "hooks", "install", "--claude", "--codex")
+    code, _, err = call_recall(capsys, "hooks", "install", "--claude", "--codex")
     assert code == 2 and "not both" in err
 
 
@@ -236,7 +237,7 @@ def test_a_file_changed_since_it_was_read_is_not_replaced(tmp_path: Path) -> Non
 
 
 def hooks_cli(shop: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return run("hooks", *argv, cwd=shop, env=env)
+    return run_recall("hooks", *argv, cwd=shop, env=env)
 
 
 def test_hooks_work_with_a_postgresql_store(claude: ClaudeHome, shop: Path) -> None:

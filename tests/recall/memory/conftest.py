@@ -3,7 +3,7 @@ store on both backends.
 
 Every test here runs twice, on a SQLite file and on PostgreSQL (``backend``: a session-wide
 embedded server, a fresh tenant per test, so each test starts from an empty store), unless it
-is marked:
+is marked (the markers are declared in ``pyproject.toml``):
 
 * ``sqlite_only(why)`` -- inherently about the SQLite store: its file, WAL, backups, the Markdown
   mirror beside it or its file log (a team store has none of these; its counterparts are tested
@@ -27,23 +27,6 @@ from tests.helpers.memory import PgTarget, git_repo, store_file
 from tests.helpers.postgres import DATABASE, EmbeddedServer, Roles, Unavailable, create_database, create_roles
 
 BACKENDS = ("sqlite", "postgres")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "sqlite_only(why): a test inherently about the SQLite store (its file, WAL, mirror, file log)",
-    )
-    config.addinivalue_line("markers", "no_store: a test that touches no memory store; runs once")
-    config.addinivalue_line(
-        "markers", "backends_by_module: the module's own fixtures choose the backend (one server per backend)"
-    )
-    config.addinivalue_line(
-        "markers", "postgres_only: about the team store alone (RLS, tenants, its failures)"
-    )
-    config.addinivalue_line(
-        "markers", "soak: many writer processes for about a minute (runs in CI; deselect with -m 'not soak')"
-    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -8,9 +8,6 @@ tenant of the team store; each test writes its own memories.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +15,8 @@ from typing import Any
 import pytest
 
 from tests.helpers.bridge_client import Bridge, open_bridge, text_of
-from tests.helpers.memory import PgTarget, dump, git_repo, holds, ok, rows, run, tree_bytes
+from tests.helpers.cli import ok, recall_script, run_recall
+from tests.helpers.memory import PgTarget, dump, git_repo, holds, rows, tree_bytes
 from tests.helpers.sqlite import connect
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends_by_module]
@@ -35,10 +33,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def korg_recall() -> Path:
-    found = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if found is None:
-        pytest.skip(f"the korg-recall console script is not installed next to {sys.executable}")
-    return Path(found)
+    return recall_script()
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -244,7 +239,7 @@ async def test_retire_hides_and_restore_on_the_command_line_brings_back(
     assert not any(
         made["id"] in line for line in (await tool(bridge, MEMORIES, {"budget_tokens": 20000}))["lines"]
     )
-    back = ok(run("restore", "--id", made["id"], cwd=world["repo"], env=env))
+    back = ok(run_recall("restore", "--id", made["id"], cwd=world["repo"], env=env))
     assert (back["status"], back["version"]) == ("restored", 2)
     assert any(
         made["id"] in line for line in (await tool(bridge, MEMORIES, {"budget_tokens": 20000}))["lines"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.memory import answer, call
+from tests.helpers.cli import answer, call_recall
 
 
 def _topic_file(config: Path, project: Path) -> None:
@@ -39,6 +39,6 @@ def test_claudes_memory_folder_is_read_into_one_persons_store_only(
     assert ("Release freeze" in titles) == (backend == "sqlite")
     stats = answer(capsys, "memories", "--stats")
     assert ("claude" in stats) == (backend == "sqlite")
-    code, brief, err = call(capsys, "context")
+    code, brief, err = call_recall(capsys, "context")
     assert code == 0, err
     assert mine in brief and ("Release freeze" in brief) == (backend == "sqlite")

@@ -17,11 +17,10 @@ from korg_bridge.recall.memory.backend.factory import open_store
 from korg_bridge.recall.memory.normalize import differences
 from korg_bridge.recall.memory.operations import remember
 from korg_bridge.recall.memory.scopes import Context
-from tests.helpers.memory import ok, run
+from tests.helpers.cli import ok, run_recall
+from tests.helpers.paths import DATA
 
-CORPUS = json.loads(
-    (Path(__file__).resolve().parents[2] / "data" / "contradictions.json").read_text(encoding="utf-8")
-)
+CORPUS = json.loads((DATA / "contradictions.json").read_text(encoding="utf-8"))
 CONTRADICTIONS: list[dict[str, Any]] = CORPUS["contradictions"]
 PARAPHRASES: list[dict[str, Any]] = CORPUS["paraphrases"]
 PARAPHRASE_RECALL_FLOOR = 0.65
@@ -91,7 +90,7 @@ def test_remember_never_merges_a_contradiction_and_merges_most_paraphrases(
 def test_word_order_and_role_contradictions_are_kept_apart_through_the_cli(
     project: Path, first: str, second: str, differs: str
 ) -> None:
-    made = ok(run("remember", "--content", first, "--type", "project", cwd=project))
-    again = ok(run("remember", "--content", second, "--type", "project", cwd=project))
+    made = ok(run_recall("remember", "--content", first, "--type", "project", cwd=project))
+    again = ok(run_recall("remember", "--content", second, "--type", "project", cwd=project))
     assert again["status"] == "created" and again["id"] != made["id"]
     assert any(differs in item for similar in again["similar"] for item in similar["differs"]), again

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.memory import failed, git_repo, ok, run
+from tests.helpers.cli import failed, ok, run_recall
+from tests.helpers.memory import git_repo
 
 SQLITE_FILE = pytest.mark.sqlite_only(
     "about the SQLite file itself; the team store's failures have their own tests"
@@ -29,7 +30,7 @@ def repo(tmp_path: Path) -> Path:
 def remember(
     repo: Path, text: str = "A fact.", *flags: str, env: dict[str, str] | None = None
 ) -> dict[str, object]:
-    return ok(run("remember", "--content", text, "--type", "note", *flags, cwd=repo, env=env))
+    return ok(run_recall("remember", "--content", text, "--type", "note", *flags, cwd=repo, env=env))
 
 
 def digest(path: Path) -> str:
@@ -38,7 +39,7 @@ def digest(path: Path) -> str:
 
 def test_a_body_over_8_kb_is_refused_with_advice_to_split_it(repo: Path, store: Path) -> None:
     failed(
-        run("remember", "--content", "word " * 1700, "--type", "note", cwd=repo),
+        run_recall("remember", "--content", "word " * 1700, "--type", "note", cwd=repo),
         2,
         "Split it into several memories",
     )
@@ -53,44 +54,44 @@ def test_an_unknown_id_is_a_usage_error_for_every_tool(repo: Path) -> None:
         ["memories", "--ids", "maaaaaaaaaa"],
         ["restore", "--id", "maaaaaaaaaa"],
     ):
-        failed(run(*argv, cwd=repo), 2, "no memory maaaaaaaaaa")
+        failed(run_recall(*argv, cwd=repo), 2, "no memory maaaaaaaaaa")
 
 
 @SQLITE_FILE
 def test_an_unknown_id_before_anything_was_remembered_creates_no_store(repo: Path, store: Path) -> None:
-    failed(run("forget", "--id", "maaaaaaaaaa", cwd=repo), 2, "nothing has been remembered yet")
+    failed(run_recall("forget", "--id", "maaaaaaaaaa", cwd=repo), 2, "nothing has been remembered yet")
     assert not store.parent.exists()
 
 
 def test_a_malformed_id_is_refused_saying_what_an_id_looks_like(repo: Path) -> None:
     remember(repo)
     failed(
-        run("revise", "--id", "../etc", "--content", "x", cwd=repo),
+        run_recall("revise", "--id", "../etc", "--content", "x", cwd=repo),
         2,
         "invalid memory id '../etc': ids look like",
     )
-    failed(run("memories", "--ids", "m1", cwd=repo), 2, "invalid memory id 'm1'")
+    failed(run_recall("memories", "--ids", "m1", cwd=repo), 2, "invalid memory id 'm1'")
 
 
 def test_old_text_must_occur_exactly_once(repo: Path) -> None:
     made = remember(repo, "Use tabs in Makefiles and tabs in Go files.")
     failed(
-        run("revise", "--id", str(made["id"]), "--old-text", "spaces", "--new-text", "x", cwd=repo),
+        run_recall("revise", "--id", str(made["id"]), "--old-text", "spaces", "--new-text", "x", cwd=repo),
         2,
         "old_text not found",
     )
     failed(
-        run("revise", "--id", str(made["id"]), "--old-text", "tabs", "--new-text", "x", cwd=repo),
+        run_recall("revise", "--id", str(made["id"]), "--old-text", "tabs", "--new-text", "x", cwd=repo),
         2,
         "occurs 2 times",
     )
     failed(
-        run("revise", "--id", str(made["id"]), "--old-text", "tabs", cwd=repo),
+        run_recall("revise", "--id", str(made["id"]), "--old-text", "tabs", cwd=repo),
         2,
         "old_text and new_text go together",
     )
     failed(
-        run(
+        run_recall(
             "revise",
             "--id",
             str(made["id"]),
@@ -109,14 +110,16 @@ def test_old_text_must_occur_exactly_once(repo: Path) -> None:
 
 def test_bad_metadata_is_named(repo: Path) -> None:
     failed(
-        run("remember", "--content", "x", "--type", "note", "--valid-from", "soonish", cwd=repo),
+        run_recall("remember", "--content", "x", "--type", "note", "--valid-from", "soonish", cwd=repo),
         2,
         "invalid valid_from",
     )
-    failed(run("remember", "--content", "x", "--type", "opinion", cwd=repo), 2, "--type must be one of")
-    failed(run("remember", "--content", "   ", "--type", "note", cwd=repo), 2, "content is empty")
-    failed(run("forget", cwd=repo), 2, "pass either id")
-    failed(run("memories", "--cursor", "later", cwd=repo), 2, "bad cursor")
+    failed(
+        run_recall("remember", "--content", "x", "--type", "opinion", cwd=repo), 2, "--type must be one of"
+    )
+    failed(run_recall("remember", "--content", "   ", "--type", "note", cwd=repo), 2, "content is empty")
+    failed(run_recall("forget", cwd=repo), 2, "pass either id")
+    failed(run_recall("memories", "--cursor", "later", cwd=repo), 2, "bad cursor")
 
 
 @SQLITE_FILE
@@ -128,11 +131,11 @@ def test_a_corrupt_store_is_a_config_error_naming_the_file_and_it_stays_untouche
         handle.seek(100)
         handle.write(b"\xff" * 3000)
     before = digest(store)
-    message = failed(run("memories", cwd=repo), 3, str(store))
+    message = failed(run_recall("memories", cwd=repo), 3, str(store))
     assert "corrupt" in message or "malformed" in message
     assert "no backup of it exists" in message
     assert digest(store) == before
-    failed(run("remember", "--content", "another", "--type", "note", cwd=repo), 3, str(store))
+    failed(run_recall("remember", "--content", "another", "--type", "note", cwd=repo), 3, str(store))
     assert digest(store) == before
     assert sorted(p.name for p in store.parent.iterdir() if p.name.startswith("memory.sqlite")) == [
         "memory.sqlite"
@@ -144,9 +147,13 @@ def test_a_file_that_is_not_sqlite_is_never_overwritten(repo: Path, tmp_path: Pa
     notes = tmp_path / "notes.txt"
     notes.write_text("my own notes, not a database\n" * 10)
     before = digest(notes)
-    failed(run("memories", cwd=repo, env={"KORG_RECALL_STORE": str(notes)}), 3, "is not a SQLite database")
     failed(
-        run("remember", "--content", "x", "--type", "note", cwd=repo, env={"KORG_RECALL_STORE": str(notes)}),
+        run_recall("memories", cwd=repo, env={"KORG_RECALL_STORE": str(notes)}), 3, "is not a SQLite database"
+    )
+    failed(
+        run_recall(
+            "remember", "--content", "x", "--type", "note", cwd=repo, env={"KORG_RECALL_STORE": str(notes)}
+        ),
         3,
         str(notes),
     )
@@ -160,7 +167,11 @@ def test_another_programs_database_is_refused(repo: Path, tmp_path: Path) -> Non
         conn.execute("CREATE TABLE customers (id INTEGER)")
     conn.close()
     before = digest(other)
-    failed(run("memories", cwd=repo, env={"KORG_RECALL_STORE": str(other)}), 3, "belongs to another program")
+    failed(
+        run_recall("memories", cwd=repo, env={"KORG_RECALL_STORE": str(other)}),
+        3,
+        "belongs to another program",
+    )
     assert digest(other) == before
 
 
@@ -169,7 +180,9 @@ def test_a_store_path_that_is_a_directory_is_a_config_error(repo: Path, tmp_path
     folder = tmp_path / "a-folder"
     folder.mkdir()
     failed(
-        run("remember", "--content", "x", "--type", "note", cwd=repo, env={"KORG_RECALL_STORE": str(folder)}),
+        run_recall(
+            "remember", "--content", "x", "--type", "note", cwd=repo, env={"KORG_RECALL_STORE": str(folder)}
+        ),
         3,
         "is a directory",
     )
@@ -180,7 +193,7 @@ def test_a_store_path_that_is_a_directory_is_a_config_error(repo: Path, tmp_path
 def test_a_store_path_that_is_a_fifo_is_a_config_error_not_a_hang(repo: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "memory.fifo"
     os.mkfifo(fifo)
-    proc = run(
+    proc = run_recall(
         "remember",
         "--content",
         "x",
@@ -196,15 +209,15 @@ def test_a_store_path_that_is_a_fifo_is_a_config_error_not_a_hang(repo: Path, tm
 @pytest.mark.no_store
 def test_a_url_of_another_scheme_is_refused_naming_the_two_forms(repo: Path) -> None:
     failed(
-        run("memories", cwd=repo, env={"KORG_RECALL_STORE": "mysql://db/memories"}),
+        run_recall("memories", cwd=repo, env={"KORG_RECALL_STORE": "mysql://db/memories"}),
         3,
         "a SQLite file path or a postgresql:// URL",
     )
 
 
 def test_bad_environment_values_name_the_variable(repo: Path) -> None:
-    failed(run("memories", cwd=repo, env={"KORG_RECALL_WRITES": "sometimes"}), 3, "KORG_RECALL_WRITES")
-    failed(run("memories", cwd=repo, env={"KORG_RECALL_MIRROR": "maybe"}), 3, "KORG_RECALL_MIRROR")
+    failed(run_recall("memories", cwd=repo, env={"KORG_RECALL_WRITES": "sometimes"}), 3, "KORG_RECALL_WRITES")
+    failed(run_recall("memories", cwd=repo, env={"KORG_RECALL_MIRROR": "maybe"}), 3, "KORG_RECALL_MIRROR")
 
 
 @SQLITE_FILE
@@ -213,4 +226,4 @@ def test_a_store_from_a_newer_version_is_refused(repo: Path, store: Path) -> Non
     with sqlite3.connect(store) as conn:
         conn.execute("INSERT INTO _migrations (name, applied_at) VALUES ('m999_future', 'now')")
     conn.close()
-    failed(run("memories", cwd=repo), 3, "newer korg-recall")
+    failed(run_recall("memories", cwd=repo), 3, "newer korg-recall")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.memory import forget, search
-from tests.helpers.memory import PgTarget, answer, call, holds, log_entries, rows, run
+from tests.helpers.cli import answer, call_recall, run_recall
+from tests.helpers.memory import PgTarget, holds, log_entries, rows
 
 
 def remember(capsys: pytest.CaptureFixture[str], text: str) -> str:
@@ -71,11 +72,11 @@ def test_forgetting_twice_is_unchanged_and_a_purged_memory_cannot_be_retired(
     assert answer(capsys, "forget", "--id", memory_id)["status"] == "unchanged"
     assert answer(capsys, "forget", "--id", memory_id, "--mode", "purge")["status"] == "purged"
     assert answer(capsys, "forget", "--id", memory_id, "--mode", "purge")["status"] == "unchanged"
-    code, _, err = call(capsys, "forget", "--id", memory_id)
+    code, _, err = call_recall(capsys, "forget", "--id", memory_id)
     assert code == 2 and "purged already" in err
-    code, _, err = call(capsys, "restore", "--id", memory_id)
+    code, _, err = call_recall(capsys, "restore", "--id", memory_id)
     assert code == 2 and "was purged" in err
-    code, _, err = call(capsys, "forget", "--id", memory_id, "--confirm", "x")
+    code, _, err = call_recall(capsys, "forget", "--id", memory_id, "--confirm", "x")
     assert code == 2 and "confirm goes with query" in err
 
 
@@ -112,7 +113,7 @@ def test_a_purge_leaves_no_byte_of_title_body_tags_key_or_slug_anywhere_korg_rec
     answer(
         capsys, "revise", "--id", memory_id, "--content", "Quokka rounds: thrice daily, west enclosure gate."
     )
-    history = run("recall", "--query", memory_id, "--kinds", "history", "--json", cwd=project)
+    history = run_recall("recall", "--query", memory_id, "--kinds", "history", "--json", cwd=project)
     assert history.returncode == 0, history.stderr  # the history index, built from the log
     if isinstance(store, Path):
         assert json.loads(history.stdout)["hits"], "the log was not indexed"

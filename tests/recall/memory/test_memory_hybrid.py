@@ -28,7 +28,8 @@ from korg_bridge.recall.memory.records import Version, iso, parse_iso
 from korg_bridge.recall.memory.rows import add_link, insert_version
 from korg_bridge.recall.memory.scoring import HISTORY_MIN_SCORE, MEANING_ALONE_FLOOR, Meaning, semantic_floor
 from korg_bridge.recall.memory.search import search_memories
-from tests.helpers.memory import PgTarget, answer, call, opened, rows
+from tests.helpers.cli import call_recall
+from tests.helpers.memory import PgTarget, answer, opened, rows
 from tests.helpers.models import MODEL_DIR, needs_model
 
 SHIP = "when do we ship to prod?"
@@ -55,7 +56,7 @@ def remember(capsys: pytest.CaptureFixture[str], text: str, kind: str = "project
 
 
 def recall_json(capsys: pytest.CaptureFixture[str], *flags: str) -> dict[str, Any]:
-    code, out, err = call(capsys, "recall", "--json", *flags)
+    code, out, err = call_recall(capsys, "recall", "--json", *flags)
     assert code == 0, err
     found: dict[str, Any] = json.loads(out)
     return found
@@ -80,7 +81,7 @@ def test_a_memory_that_matches_in_a_store_of_two_scores_above_zero_and_says_what
 ) -> None:
     remember(capsys, DEPLOYS)
     remember(capsys, "Deploys of the mobile app go through the App Store review.")
-    code, out, _ = call(capsys, "recall", "--query", "deploys production", "--kinds", "memory")
+    code, out, _ = call_recall(capsys, "recall", "--query", "deploys production", "--kinds", "memory")
     assert code == 0
     first = re.findall(r'score="([\d.]+)" breakdown="([^"]*)"', out)[0]
     assert float(first[0]) > 0.1  # FTS5 weighs a word half the rows hold 0.000001: this read "bm25 0.0"
@@ -139,7 +140,7 @@ def test_semantic_and_hybrid_without_a_model_name_the_fix(
 ) -> None:
     remember(capsys, DEPLOYS)
     for mode in ("semantic", "hybrid"):
-        code, out, err = call(capsys, "recall", "--query", SHIP, "--kinds", "memory", "--mode", mode)
+        code, out, err = call_recall(capsys, "recall", "--query", SHIP, "--kinds", "memory", "--mode", mode)
         assert (code, out) == (7, "")
         assert err.startswith("korg-recall: error: ") and "model" in err and len(err.splitlines()) == 1
 
@@ -148,7 +149,7 @@ def test_weights_are_checked_in_a_memory_only_recall_too(
     capsys: pytest.CaptureFixture[str], project: Path
 ) -> None:
     remember(capsys, DEPLOYS)
-    code, _, err = call(
+    code, _, err = call_recall(
         capsys,
         "recall",
         "--query",
@@ -171,7 +172,7 @@ def test_a_question_in_other_words_finds_the_memory_by_meaning_in_auto_and_hybri
     made = remember(capsys, DEPLOYS)
     for text in OTHERS:
         remember(capsys, text)
-    assert call(capsys, "recall", "--query", SHIP, "--kinds", "memory", "--mode", "keyword")[1] == (
+    assert call_recall(capsys, "recall", "--query", SHIP, "--kinds", "memory", "--mode", "keyword")[1] == (
         "[recall · memory] no relevant memories.\n"
     )
     for mode in ("auto", "hybrid", "semantic"):
@@ -181,11 +182,13 @@ def test_a_question_in_other_words_finds_the_memory_by_meaning_in_auto_and_hybri
     hit = recall_json(capsys, "--query", SHIP, "--kinds", "memory")["memories"][0]
     assert set(hit["breakdown"]) == {"bm25", "vector", "recency", "pinned", "decay", "total"}
     assert hit["breakdown"]["bm25"] == 0 and hit["breakdown"]["vector"] > 0.3
-    _, out, _ = call(capsys, "recall", "--query", SHIP, "--kinds", "memory")
+    _, out, _ = call_recall(capsys, "recall", "--query", SHIP, "--kinds", "memory")
     assert re.search(
         r'breakdown="0\.1 \* keyword match \(bm25\) 0\.00 \+ 0\.9 \* meaning \(cosine\) 0\.\d\d', out
     )
-    _, out, _ = call(capsys, "recall", "--query", SHIP, "--kinds", "memory", "--weights", '{"recency": 0.5}')
+    _, out, _ = call_recall(
+        capsys, "recall", "--query", SHIP, "--kinds", "memory", "--weights", '{"recency": 0.5}'
+    )
     assert re.search(
         r'breakdown="0\.1 \* keyword match \(bm25\) 0\.00 \+ 0\.9 \* meaning \(cosine\) 0\.\d\d \+ 0\.5 \* recency',
         out,
@@ -250,7 +253,7 @@ def test_imported_memories_are_embedded_behind_and_stats_shows_how_many_are(
     assert (stats["live"], stats["embedded"], stats["not_embedded"]) == (6, 1, 5)  # the import never waited
     found = recall_json(capsys, "--query", SHIP, "--kinds", "memory")
     assert found["memory_mode"] == "keyword" and found["memories"] == []
-    _, out, _ = call(capsys, "recall", "--query", SHIP, "--kinds", "memory")
+    _, out, _ = call_recall(capsys, "recall", "--query", SHIP, "--kinds", "memory")
     assert "[recall] memories searched by keyword: 1 of 6 embedded so far (16 %, hybrid from 90 %)." in out
     fill(store)
     assert answer(capsys, "memories", "--stats")["vectors"]["coverage"] == 1.0
@@ -296,12 +299,12 @@ def test_a_memory_found_by_meaning_alone_never_outranks_matching_history(
     monkeypatch.setenv("KORG_RECALL_LEDGER", str(ledger))
     monkeypatch.setenv("KORG_RECALL_INDEX", str(tmp_path / "cache" / "index.sqlite"))
     remember(capsys, DEPLOYS)
-    assert call(capsys, "index")[0] == 0
+    assert call_recall(capsys, "index")[0] == 0
     found = recall_json(capsys, "--query", SHIP, "--mode", "hybrid")
     memory, history = found["memories"][0], found["hits"][0]
     assert memory["breakdown"]["bm25"] == 0 and memory["score"] < history["score"]
     assert memory["below_history"] is True
-    _, out, _ = call(capsys, "recall", "--query", SHIP, "--mode", "hybrid")
+    _, out, _ = call_recall(capsys, "recall", "--query", SHIP, "--mode", "hybrid")
     lines = out.splitlines()
     assert re.fullmatch(r"\[recall · hybrid\] 1 memory, \d history match\(es\):", lines[0])
     assert lines[1].startswith("  · seq=1 ")  # the history hit first, the memory after the history
@@ -406,7 +409,7 @@ def test_a_tenants_recall_by_meaning_sees_its_own_memories_only(
 def test_the_ranking_suite_has_its_questions_and_a_split_by_memory_fixed_in_the_file() -> None:
     import hashlib
 
-    from tests.conftest import REPO
+    from tests.helpers.paths import REPO
 
     suite = json.loads((REPO / "bench" / "golden" / "memories.json").read_text(encoding="utf-8"))
     keys = {memory["key"]: memory["half"] for memory in suite["memories"]}

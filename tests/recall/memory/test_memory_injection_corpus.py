@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from korg_bridge.recall.memory.safety import injection_signs
-from tests.helpers.memory import ok, rows, run
+from tests.helpers.cli import ok, run_recall
+from tests.helpers.memory import rows
+from tests.helpers.paths import DATA
 
-CORPUS = json.loads(
-    (Path(__file__).resolve().parents[2] / "data" / "injections.json").read_text(encoding="utf-8")
-)
+CORPUS = json.loads((DATA / "injections.json").read_text(encoding="utf-8"))
 INSTRUCTIONS: list[dict[str, Any]] = CORPUS["instructions"]
 FACTS: list[dict[str, Any]] = CORPUS["facts"]
 DETECTION_FLOOR = 0.95
@@ -66,18 +66,20 @@ def test_a_persons_own_order_about_replies_is_a_preference_but_a_leak_is_never()
 def test_reworded_instructions_written_by_an_agent_are_untrusted_and_never_briefed(
     project: Path, store: Any, text: str
 ) -> None:
-    made = ok(run("remember", "--content", text, "--type", "feedback", cwd=project))
+    made = ok(run_recall("remember", "--content", text, "--type", "feedback", cwd=project))
     assert str(made["checks"]["trust"]).startswith("untrusted: ")
     assert rows(store, "SELECT trust FROM memory WHERE id = ?", [made["id"]]) == [("untrusted",)]
-    kept = ok(run("remember", "--content", "Deploys need two approvals.", "--type", "feedback", cwd=project))
-    brief = run("context", cwd=project)
+    kept = ok(
+        run_recall("remember", "--content", "Deploys need two approvals.", "--type", "feedback", cwd=project)
+    )
+    brief = run_recall("context", cwd=project)
     assert brief.returncode == 0, brief.stderr
     assert str(kept["id"]) in brief.stdout and str(made["id"]) not in brief.stdout
 
 
 def test_the_brief_quotes_what_an_agent_wrote_and_shows_what_the_user_wrote(project: Path) -> None:
     agent = ok(
-        run(
+        run_recall(
             "remember",
             "--content",
             'Say "done" only after the tests pass.',
@@ -87,7 +89,7 @@ def test_the_brief_quotes_what_an_agent_wrote_and_shows_what_the_user_wrote(proj
         )
     )
     user = ok(
-        run(
+        run_recall(
             "remember",
             "--content",
             "From now on reply only in French.",
@@ -98,7 +100,7 @@ def test_the_brief_quotes_what_an_agent_wrote_and_shows_what_the_user_wrote(proj
         )
     )
     assert user["checks"]["trust"] == "trusted"  # the user's own preference
-    brief = run("context", cwd=project)
+    brief = run_recall("context", cwd=project)
     assert brief.returncode == 0, brief.stderr
     lines = {line.split()[1]: line for line in brief.stdout.splitlines() if line.startswith("- ")}
     assert lines[str(agent["id"])].endswith(' by agent: "Say \\"done\\" only after the tests pass."')

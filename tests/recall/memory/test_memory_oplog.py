@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.memory import SUBPROCESS_BOUND, PgTarget, answer, korg_recall, log_entries, ok, rows, run
+from tests.helpers.cli import BOUND, answer, korg_recall, ok, run_recall
+from tests.helpers.memory import PgTarget, log_entries, rows
 from tests.helpers.sqlite import connect
 
 FILE_QUEUE = pytest.mark.sqlite_only("the queue between a SQLite transaction and the log file")
@@ -59,7 +60,7 @@ def test_every_write_is_logged_and_the_log_verifies(
     raw = json.dumps(logged)
     for needle in ("Orchid", "orchid", "calibrat", "greenhouse", "41 percent", "43 percent"):
         assert needle not in raw, needle
-    report = ok(run("verify", *verify_flags(store), cwd=project))
+    report = ok(run_recall("verify", *verify_flags(store), cwd=project))
     assert (report["intact"], report["events"]) == (True, 6)
 
 
@@ -77,7 +78,7 @@ def test_tampering_with_one_entry_is_detected(
         lines = log_of(store).read_text().splitlines()
         lines[1] = lines[1].replace('"status": "created"', '"status": "exists"')
         log_of(store).write_text("\n".join(lines) + "\n")
-    proc = run("verify", *verify_flags(store), cwd=project)
+    proc = run_recall("verify", *verify_flags(store), cwd=project)
     assert proc.returncode == 1, proc.stderr  # not intact: verify fails, so `verify && …` stops
     report = json.loads(proc.stdout)
     assert report["intact"] is False
@@ -115,7 +116,7 @@ def test_entries_left_queued_by_a_crash_are_appended_once(
     assert op_ids.count(last["args"]["op_id"]) == 1  # type: ignore[index]
     assert op_ids[-1] == "feedfacefeedfacefeedface"
     assert rows(store, "SELECT count(*) FROM oplog_pending") == [(0,)]
-    assert ok(run("verify", "--path", str(log_of(store)), cwd=project))["intact"] is True
+    assert ok(run_recall("verify", "--path", str(log_of(store)), cwd=project))["intact"] is True
 
 
 @FILE_QUEUE
@@ -149,19 +150,21 @@ def test_cutting_the_last_entries_off_the_log_is_reported_and_stays_reported(
 ) -> None:
     for n in range(4):
         answer(capsys, "remember", "--content", f"Fact number {n} about kestrels.", "--type", "note")
-    assert ok(run("verify", *store_flag(store), cwd=project))["intact"] is True
+    assert ok(run_recall("verify", *store_flag(store), cwd=project))["intact"] is True
     if isinstance(store, PgTarget):  # the application role cannot delete from the log; its owner can
         store.as_owner("DELETE FROM memory_ops WHERE seq_id > 2")
     else:
         lines = log_of(store).read_text().splitlines()
         log_of(store).write_text("\n".join(lines[:2]) + "\n")
     assert any(
-        "seq 3-4 missing" in error for error in not_intact(run("verify", *store_flag(store), cwd=project))
+        "seq 3-4 missing" in error
+        for error in not_intact(run_recall("verify", *store_flag(store), cwd=project))
     )
     # The next write does not turn the shorter chain into one that verifies.
     answer(capsys, "remember", "--content", "Fact number 5 about kestrels.", "--type", "note")
     assert any(
-        "seq 3-4 missing" in error for error in not_intact(run("verify", *store_flag(store), cwd=project))
+        "seq 3-4 missing" in error
+        for error in not_intact(run_recall("verify", *store_flag(store), cwd=project))
     )
 
 
@@ -172,11 +175,11 @@ def test_a_deleted_log_is_reported_and_a_new_one_does_not_hide_it(
     for n in range(3):
         answer(capsys, "remember", "--content", f"Fact number {n} about ospreys.", "--type", "note")
     log_of(store).unlink()
-    errors = not_intact(run("verify", "--store", str(store), cwd=project))
+    errors = not_intact(run_recall("verify", "--store", str(store), cwd=project))
     assert any("missing" in error and "seq 3" in error for error in errors), errors
     answer(capsys, "remember", "--content", "Fact number 4 about ospreys.", "--type", "note")
     assert len(entries(store)) == 1  # a new log, chained from the start ...
-    errors = not_intact(run("verify", "--store", str(store), cwd=project))
+    errors = not_intact(run_recall("verify", "--store", str(store), cwd=project))
     assert any("entries lost for good" in error for error in errors), errors  # ... that does not verify
 
 
@@ -204,7 +207,7 @@ def test_a_log_replaced_by_a_fifo_or_a_directory_is_refused_at_once(
     ]
     try:
         for writer in writers:  # neither hangs holding the store's lock, nor fails waiting for the other
-            out, err = writer.communicate(timeout=SUBPROCESS_BOUND)
+            out, err = writer.communicate(timeout=BOUND)
             assert writer.returncode == 0, err
             oplog = json.loads(out)["checks"]["oplog"]
             assert oplog.startswith("queued: ") and (
@@ -216,5 +219,5 @@ def test_a_log_replaced_by_a_fifo_or_a_directory_is_refused_at_once(
                 writer.kill()
                 writer.communicate(timeout=10)
     assert rows(store, "SELECT count(*) FROM oplog_pending") == [(2,)]  # kept for when the log is back
-    errors = not_intact(run("verify", "--store", str(store), cwd=project))
+    errors = not_intact(run_recall("verify", "--store", str(store), cwd=project))
     assert any("not a log file" in error for error in errors), errors

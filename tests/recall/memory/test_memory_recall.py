@@ -13,7 +13,8 @@ import pytest
 
 from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.rows import insert_version
-from tests.helpers.memory import PgTarget, answer, call, exists, failed, ok, opened, rows, run
+from tests.helpers.cli import answer, call_recall, failed, ok, run_recall
+from tests.helpers.memory import PgTarget, exists, opened, rows
 
 HISTORY_HIT = re.compile(
     r"^  · seq=-?\d+ score=\d\.\d\d agent=\S+ tool=\S+ ref=e\d+(?: \w+=(?:\"[^\"]*\"|\S+))* :: .*$"
@@ -47,7 +48,7 @@ def remember(
 
 
 def recall(capsys: pytest.CaptureFixture[str], *flags: str) -> str:
-    code, out, err = call(capsys, "recall", *flags)
+    code, out, err = call_recall(capsys, "recall", *flags)
     assert code == 0, err
     return out
 
@@ -111,11 +112,11 @@ def test_kinds_memory_alone_never_opens_the_history_index(
     monkeypatch.setenv("KORG_RECALL_INDEX", str(index))
     monkeypatch.setenv("KORG_RECALL_LEDGER", str(tmp_path / "missing.jsonl"))
     remember(capsys, "The staging database is reset every Sunday night.")
-    code, out, err = call(capsys, "recall", "--query", "staging database", "--kinds", "memory")
+    code, out, err = call_recall(capsys, "recall", "--query", "staging database", "--kinds", "memory")
     assert (code, err) == (0, "")  # no note about the missing ledger: history was not looked at
     assert out.splitlines()[0] == "[recall · memory] 1 memory:"
     assert not index.exists() and not index.parent.exists()
-    code, out, _ = call(capsys, "recall", "--query", "kubernetes", "--kinds", "memory")
+    code, out, _ = call_recall(capsys, "recall", "--query", "kubernetes", "--kinds", "memory")
     assert out == "[recall · memory] no relevant memories.\n"
     assert not index.exists()
 
@@ -183,7 +184,7 @@ def test_as_of_and_include_superseded_show_what_was_believed_then(
     assert attrs(blocks(then)[0])["superseded"] == "true"
     both = recall(capsys, *flags, "--include-superseded")
     assert [attrs(tag)["version"] for tag in blocks(both)] == ["2", "1"]
-    code, _, err = call(capsys, "recall", *flags, "--as-of", "last tuesday")
+    code, _, err = call_recall(capsys, "recall", *flags, "--as-of", "last tuesday")
     assert code == 2 and "invalid time 'last tuesday'" in err
 
 
@@ -231,7 +232,7 @@ def test_scope_and_project_choose_the_memories_a_recall_sees(
         capsys, "--query", "deploy", "--kinds", "memory", "--project", str(tmp_path / "blog")
     )
     assert {attrs(tag)["scope"] for tag in blocks(via_project)} == {"user", f"project:{tmp_path / 'blog'}"}
-    code, out, err = call(capsys, "recall", "--query", "deploy", "--scope", "team:core")
+    code, out, err = call_recall(capsys, "recall", "--query", "deploy", "--scope", "team:core")
     assert (code, out) == (2, "") and "bad scope 'team:core'" in err
 
 
@@ -255,10 +256,10 @@ def test_a_broken_store_leaves_history_recall_working_with_a_note(
 ) -> None:
     store.parent.mkdir(parents=True)
     store.write_bytes(b"not a database at all, but someone's notes")
-    code, out, err = call(capsys, "recall", "--query", "database")
+    code, out, err = call_recall(capsys, "recall", "--query", "database")
     assert code == 0 and out.splitlines()[0] == "[recall · keyword] 2 match(es):"
     assert "memories were not searched" in err and "is not a SQLite database" in err
-    code, out, err = call(capsys, "recall", "--query", "database", "--kinds", "memory")
+    code, out, err = call_recall(capsys, "recall", "--query", "database", "--kinds", "memory")
     assert (code, out) == (3, "") and "is not a SQLite database" in err
     assert store.read_bytes() == b"not a database at all, but someone's notes"
 
@@ -298,21 +299,27 @@ def test_the_operation_log_is_a_history_source_so_recall_finds_who_changed_a_mem
 ) -> None:
     env = {"KORG_RECALL_ACTOR": "claude-code"}
     made = ok(
-        run("remember", "--content", "Deploys need two approvals.", "--type", "project", cwd=project, env=env)
+        run_recall(
+            "remember", "--content", "Deploys need two approvals.", "--type", "project", cwd=project, env=env
+        )
     )
-    ok(run("revise", "--id", made["id"], "--content", "Deploys need three approvals.", cwd=project, env=env))
-    found = ok(run("recall", "--query", made["id"], "--kinds", "history", "--json", cwd=project))
+    ok(
+        run_recall(
+            "revise", "--id", made["id"], "--content", "Deploys need three approvals.", cwd=project, env=env
+        )
+    )
+    found = ok(run_recall("recall", "--query", made["id"], "--kinds", "history", "--json", cwd=project))
     assert {(hit["tool"], hit["agent"]) for hit in found["hits"]} == {
         ("memory.remember", "claude-code"),
         ("memory.revise", "claude-code"),
     }
-    sources = [entry["path"] for entry in ok(run("stats", cwd=project))["sources"]]
+    sources = [entry["path"] for entry in ok(run_recall("stats", cwd=project))["sources"]]
     assert str(store.parent / "memory-ops.jsonl") in sources
 
 
 def test_recall_over_memories_in_a_real_process_prints_nothing_on_stderr(project: Path) -> None:
     ok(
-        run(
+        run_recall(
             "remember",
             "--content",
             "Use pnpm, never npm, in this repository.",
@@ -321,11 +328,11 @@ def test_recall_over_memories_in_a_real_process_prints_nothing_on_stderr(project
             cwd=project,
         )
     )
-    proc = run("recall", "--query", "pnpm", "--kinds", "memory", cwd=project)
+    proc = run_recall("recall", "--query", "pnpm", "--kinds", "memory", cwd=project)
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout.splitlines()[0] == "[recall · memory] 1 memory:"
     failed(
-        run("recall", "--query", "pnpm", "--kinds", "dreams", cwd=project),
+        run_recall("recall", "--query", "pnpm", "--kinds", "dreams", cwd=project),
         2,
         "--kinds[0] must be one of memory, history",
     )

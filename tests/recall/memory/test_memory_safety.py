@@ -10,7 +10,8 @@ import pytest
 
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.safety import escape_body, injection_signs, render_block
-from tests.helpers.memory import answer, call, exists, failed, holds, log_entries, ok, rows, run, tree_bytes
+from tests.helpers.cli import answer, call_recall, failed, ok, run_recall
+from tests.helpers.memory import exists, holds, log_entries, rows, tree_bytes
 
 
 def remember(capsys: pytest.CaptureFixture[str], text: str, *flags: str) -> dict[str, object]:
@@ -35,7 +36,7 @@ def test_under_confirm_an_agent_write_is_pending_and_invisible_until_approved(
     assert index["lines"] == [] and index["pending"] == 1
     if isinstance(store, Path):  # a team store has no mirror
         assert not list((store.parent / "memories").rglob(f"*--{made['id']}.md"))  # not mirrored either
-    failed_code, _, err = call(capsys, "memories", "--ids", str(made["id"]))
+    failed_code, _, err = call_recall(capsys, "memories", "--ids", str(made["id"]))
     assert failed_code == 2 and "no memory" in err
     pending = answer(capsys, "memories", "--pending")
     assert [line.split()[0] for line in pending["lines"]] == [made["id"]]
@@ -82,7 +83,7 @@ def test_under_confirm_an_agent_cannot_forget_and_is_told_who_can(
 ) -> None:
     made = remember(capsys, "Keep this one.")
     monkeypatch.setenv("KORG_RECALL_WRITES", "confirm")
-    code, _, err = call(capsys, "forget", "--id", str(made["id"]), "--mode", "purge")
+    code, _, err = call_recall(capsys, "forget", "--id", str(made["id"]), "--mode", "purge")
     assert code == 3
     assert "KORG_RECALL_WRITES=confirm" in err and f"korg-recall forget --id {made['id']}" in err
     monkeypatch.setenv("KORG_RECALL_ACTOR", "user")  # a person at the terminal may
@@ -93,18 +94,20 @@ def test_approving_an_id_with_nothing_pending_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], project: Path
 ) -> None:
     made = remember(capsys, "Already live.")
-    code, _, err = call(capsys, "memories", "--approve", str(made["id"]))
+    code, _, err = call_recall(capsys, "memories", "--approve", str(made["id"]))
     assert code == 2 and "nothing pending approval" in err
 
 
 def test_writes_off_refuses_every_write_naming_the_variable(project: Path, store: Path) -> None:
     env = {"KORG_RECALL_WRITES": "off"}
     failed(
-        run("remember", "--content", "x", "--type", "note", cwd=project, env=env), 3, "KORG_RECALL_WRITES=off"
+        run_recall("remember", "--content", "x", "--type", "note", cwd=project, env=env),
+        3,
+        "KORG_RECALL_WRITES=off",
     )
-    failed(run("forget", "--query", "x", cwd=project, env=env), 3, "KORG_RECALL_WRITES")
+    failed(run_recall("forget", "--query", "x", cwd=project, env=env), 3, "KORG_RECALL_WRITES")
     assert not exists(store)
-    assert ok(run("memories", cwd=project, env=env))["lines"] == []
+    assert ok(run_recall("memories", cwd=project, env=env))["lines"] == []
 
 
 # --- injected instructions ---------------------------------------------------------------------
@@ -231,7 +234,7 @@ PROSE_PASSWORD = "hunter2-" + "Qz7"
 
 def test_every_field_a_memory_carries_goes_through_the_redactor(project: Path, store: Path) -> None:
     made = ok(
-        run(
+        run_recall(
             *("remember", "--content", "The deploy credentials rotate monthly.", "--type", "project"),
             *("--key", f"deploy {GITHUB}", "--tags", f"aws:{AWS_KEY_ID}", "--tags", "ops"),
             *("--source", f"postgres://admin:{URL_PASSWORD}@db.internal/app"),
@@ -242,7 +245,7 @@ def test_every_field_a_memory_carries_goes_through_the_redactor(project: Path, s
     key, tags, source = rows(store, "SELECT key, tags, source FROM memory WHERE id = ?", [made["id"]])[0]
     assert key == "deploy [redacted]" and "aws:[redacted]" in str(tags) and "admin:[redacted]@" in str(source)
     revised = ok(
-        run(
+        run_recall(
             *("revise", "--id", str(made["id"]), "--reason", f"rotated: the password is {PROSE_PASSWORD}"),
             *("--set", json.dumps({"tags": [f"token:{GITHUB}"], "key": f"k-{AWS_KEY_ID}"})),
             cwd=project,
@@ -252,7 +255,7 @@ def test_every_field_a_memory_carries_goes_through_the_redactor(project: Path, s
     assert rows(store, "SELECT reason, key FROM memory WHERE id = ? AND version = 2", [made["id"]]) == [
         ("rotated: the password is [redacted]", "k-[redacted]")
     ]
-    shown = run("memories", "--ids", str(made["id"]), "--include-superseded", cwd=project).stdout
+    shown = run_recall("memories", "--ids", str(made["id"]), "--include-superseded", cwd=project).stdout
     for secret in (GITHUB, AWS_KEY_ID, URL_PASSWORD, PROSE_PASSWORD):
         assert secret not in shown
         assert not holds(store, secret)
@@ -274,7 +277,7 @@ def test_an_imported_memorys_tags_and_source_are_redacted_too(
         "user_id": f"postgres://admin:{URL_PASSWORD}@db.internal/app",
     }
     export.write_text(json.dumps({"results": [item]}), encoding="utf-8")
-    report = ok(run("import", str(export), cwd=project))
+    report = ok(run_recall("import", str(export), cwd=project))
     assert (report["created"], report["secrets_redacted"]) == (1, 2)
     tags, source = rows(store, "SELECT tags, source FROM memory")[0]
     assert "aws:[redacted]" in str(tags) and "admin:[redacted]@" in str(source)
@@ -286,13 +289,13 @@ def test_tags_a_person_writes_into_a_mirror_file_go_through_the_redactor(project
     from tests.recall.memory.mirror.test_memory_mirror import file_of
 
     made = ok(
-        run(
+        run_recall(
             "remember", "--content", "The release train leaves on Tuesdays.", "--type", "project", cwd=project
         )
     )
     path = file_of(store, str(made["id"]))
     path.write_text(path.read_text().replace("tags: []", f"tags: [release, aws:{AWS_KEY_ID}]"))
-    listed = ok(run("memories", cwd=project))
+    listed = ok(run_recall("memories", cwd=project))
     assert listed["lines"]
     (tags,) = rows(store, "SELECT tags FROM memory WHERE id = ? AND superseded_by IS NULL", [made["id"]])[0]
     assert "aws:[redacted]" in str(tags) and "release" in str(tags)
@@ -302,11 +305,13 @@ def test_tags_a_person_writes_into_a_mirror_file_go_through_the_redactor(project
 
 def test_a_refused_tag_or_key_is_quoted_without_its_secret(project: Path, store: Path) -> None:
     made = ok(
-        run("remember", "--content", "Builds run on the arm64 runners.", "--type", "project", cwd=project)
+        run_recall(
+            "remember", "--content", "Builds run on the arm64 runners.", "--type", "project", cwd=project
+        )
     )
     long_tag = f"token {GITHUB} " + "x" * 80
     for bad in ({"tags": [long_tag]}, {"key": f"deploy {GITHUB}\nsecond line"}):
-        refused = run("revise", "--id", str(made["id"]), "--set", json.dumps(bad), cwd=project)
+        refused = run_recall("revise", "--id", str(made["id"]), "--set", json.dumps(bad), cwd=project)
         assert refused.returncode == 2, refused.stderr
         assert GITHUB not in refused.stdout + refused.stderr
         assert "[redacted]" in refused.stderr

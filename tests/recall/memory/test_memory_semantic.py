@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.memory import answer, rows
+from tests.helpers.cli import answer
+from tests.helpers.memory import rows
 
 MODEL_DIR = os.environ.get("KORG_RECALL_MODEL_DIR", "")
 """Read at import, as tests/recall/_models.py does: the autouse fixtures strip it from each test."""

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.memory import operations
-from tests.helpers.memory import answer, call, rows
+from tests.helpers.cli import answer, call_recall
+from tests.helpers.memory import rows
 
 
 def remember(
@@ -39,7 +40,9 @@ def test_supersedes_writes_a_new_version_of_that_memory(
     old = remember(capsys, "The API limit is 100 requests per minute.")
     new = remember(capsys, "The API limit is 250 requests per minute.", "--supersedes", str(old["id"]))
     assert (new["status"], new["id"], new["version"]) == ("superseded", old["id"], 2)
-    code, _, err = call(capsys, "remember", "--content", "x", "--type", "note", "--supersedes", "mzzzzzzzzzz")
+    code, _, err = call_recall(
+        capsys, "remember", "--content", "x", "--type", "note", "--supersedes", "mzzzzzzzzzz"
+    )
     assert code == 2 and "supersedes=mzzzzzzzzzz: no such memory" in err
 
 
@@ -93,9 +96,11 @@ def test_revise_changes_metadata_and_keeps_a_chosen_title(
 def test_revise_refuses_a_key_another_memory_holds(capsys: pytest.CaptureFixture[str], project: Path) -> None:
     remember(capsys, "Use pnpm.", "--key", "package-manager")
     other = remember(capsys, "Node 22 is required.")
-    code, _, err = call(capsys, "revise", "--id", str(other["id"]), "--set", '{"key": "package-manager"}')
+    code, _, err = call_recall(
+        capsys, "revise", "--id", str(other["id"]), "--set", '{"key": "package-manager"}'
+    )
     assert code == 2 and "is held by" in err
-    code, _, err = call(capsys, "revise", "--id", str(other["id"]), "--set", '{"scope": "user"}')
+    code, _, err = call_recall(capsys, "revise", "--id", str(other["id"]), "--set", '{"scope": "user"}')
     assert code == 2
 
 
@@ -172,7 +177,7 @@ def test_a_new_value_of_a_fact_in_other_words_is_linked_and_recalled_first(
     assert new["status"] == "created"
     assert [s["id"] for s in new["similar"]] == [old["id"]]  # overlap below 0.35, but only a value moved
     assert rows(store, "SELECT src, dst FROM memory_links") == [(new["id"], old["id"])]
-    code, out, _ = call(
+    code, out, _ = call_recall(
         capsys, "recall", "--query", "which port does billing-api listen on", "--kinds", "memory"
     )
     assert code == 0 and out.index(str(new["id"])) < out.index(str(old["id"]))

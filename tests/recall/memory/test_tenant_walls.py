@@ -13,11 +13,6 @@ path-like argument an attacker would try, and all that comes back is searched fo
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
-import socket
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -27,13 +22,14 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.conftest import REPO, python_env
-from tests.helpers.memory import run as korg_recall_cli
+from tests.helpers.bridge_client import serve_http
+from tests.helpers.cli import python_env, recall_script
+from tests.helpers.cli import run_recall as korg_recall_cli
+from tests.helpers.paths import REPO
 
 pytestmark = [pytest.mark.backends_by_module, pytest.mark.anyio]
 
 BOUND = 120.0
-URL = re.compile(r"http://\S+/mcp")
 ANA, BOB, OPS = "tok-ana-" + "a" * 32, "tok-bob-" + "b" * 32, "tok-ops-" + "c" * 32
 
 THEIRS = {
@@ -43,12 +39,6 @@ THEIRS = {
     "MARMOT-3303": "the server user's Claude Code memory and a CLAUDE.md in globex's folder",
 }
 OURS_HISTORY, OURS_MEMORY = "LLAMA-1001", "HERON-2002"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _ledger(path: Path, *texts: str) -> None:
@@ -111,26 +101,13 @@ def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Site]:
 
 @asynccontextmanager
 async def served(site: Site) -> AsyncIterator[str]:
-    korg_recall = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if korg_recall is None:
-        pytest.skip("the korg-recall console script is not installed")
+    korg_recall = str(recall_script())
     tokens = site.root / "tokens"
     tokens.write_text(f"{ANA} acme ana\n{BOB} globex bob\n{OPS}\n")
     tokens.chmod(0o600)
-    argv = [sys.executable, "-m", "korg_bridge", korg_recall, "--http", f"127.0.0.1:{_free_port()}",
-            "--token-file", str(tokens), "--audit", str(site.audit), "--allow", "fs_write"]  # fmt: skip
-    async with await anyio.open_process(argv, env=site.env, cwd=site.root) as process:
-        assert process.stderr is not None
-        seen = b""
-        try:
-            with anyio.fail_after(BOUND):
-                while not (found := URL.search(seen.decode(errors="replace"))):
-                    seen += await process.stderr.receive()
-            yield found.group()
-        finally:
-            process.terminate()
-            with anyio.fail_after(BOUND):
-                await process.wait()
+    flags = ["--token-file", str(tokens), "--audit", str(site.audit), "--allow", "fs_write"]
+    async with serve_http(korg_recall, *flags, env=site.env, cwd=site.root, bound=BOUND) as url:
+        yield url
 
 
 @asynccontextmanager

@@ -21,8 +21,7 @@ from korg_bridge.config import ENV_RECALL_MODEL, ENV_RECALL_MODEL_DIR
 from korg_bridge.errors import DependencyMissing
 from korg_bridge.recall.semantic import embed, model
 from tests.helpers.models import MODEL_DIR, lay_out_hub_cache, needs_fastembed, needs_model
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.helpers.paths import REPO
 
 # A subprocess must import the checkout under test, whether or not it is installed.
 SUBPROCESS_ENV = {**os.environ, "PYTHONPATH": str(REPO)}

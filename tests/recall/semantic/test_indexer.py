@@ -23,9 +23,10 @@ import pytest
 from korg_bridge.recall.history.index import Index
 from korg_bridge.recall.semantic import indexer
 from korg_bridge.recall.semantic.embedpass import embedded_by
+from tests.helpers.cli import run_recall
 from tests.helpers.models import MODEL_DIR, needs_model
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 BOUND_S = 120.0
 """Any one wait: far above what the work takes on a loaded two-core machine."""
 
@@ -89,16 +90,7 @@ def settle(path: Path) -> None:
 
 
 def korg_recall(args: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "korg_bridge.recall.cli.app", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=dict(env),
-        cwd=REPO,
-        timeout=BOUND_S,
-        check=False,
-    )
+    return run_recall(*args, base=env, cwd=REPO, timeout=BOUND_S)
 
 
 def stats(env: Mapping[str, str]) -> dict[str, Any]:

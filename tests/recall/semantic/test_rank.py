@@ -23,9 +23,16 @@ import pytest
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.cli import app as cli
 from korg_bridge.recall.semantic.rank import SemanticRanker, Weights, parse_weights
-from tests.helpers.models import HAVE_MODEL, MODEL_DIR, lay_out_hub_cache, needs_model
+from tests.helpers.cli import call_recall
+from tests.helpers.models import (
+    HAVE_MODEL,
+    MODEL_DIR,
+    lay_out_hub_cache,
+    needs_model,
+    require_semantic_backend,
+)
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 HEAVY = ("numpy", "fastembed", "onnxruntime", "tokenizers")
 
 TARGET = "postgres container is not ready when migrations start"
@@ -75,7 +82,7 @@ def ledgers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def embedded(ledgers: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     """The ledgers, indexed and embedded in the foreground by `korg-recall index`."""
-    code, _, err = run(capsys, "index")
+    code, _, err = call_recall(capsys, "index")
     assert code == 0, err
     return ledgers
 
@@ -88,14 +95,8 @@ def no_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return empty
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def recall_json(capsys: pytest.CaptureFixture[str], query: str, *extra: str) -> dict[str, Any]:
-    code, out, err = run(capsys, "recall", "--query", query, "--json", "--top-n", "10", *extra)
+    code, out, err = call_recall(capsys, "recall", "--query", query, "--json", "--top-n", "10", *extra)
     assert code == 0, err
     result: dict[str, Any] = json.loads(out)
     return result
@@ -111,7 +112,7 @@ def snippets(result: dict[str, Any]) -> list[str]:
 def test_auto_is_keyword_when_the_model_directory_is_empty(
     ledgers: Path, no_model: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(capsys, "recall", "--query", "database")
+    code, out, _ = call_recall(capsys, "recall", "--query", "database")
     assert code == 0
     assert out.startswith("[recall · keyword] ")
 
@@ -137,7 +138,8 @@ def test_auto_is_keyword_when_no_model_is_configured(
 def test_explicit_semantic_without_a_model_exits_7_naming_the_fix(
     ledgers: Path, no_model: Path, mode: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run(capsys, "recall", "--query", "database", "--mode", mode)
+    require_semantic_backend()  # without it the message names the extra, not the folder
+    code, out, err = call_recall(capsys, "recall", "--query", "database", "--mode", mode)
     assert (code, out) == (7, "")
     assert err.count("\n") == 1
     assert f"KORG_RECALL_MODEL_DIR={no_model} holds no usable model" in err
@@ -149,7 +151,7 @@ def test_without_the_extra_the_fix_is_install_then_pull(
 ) -> None:
     monkeypatch.delenv("KORG_RECALL_MODEL_DIR", raising=False)
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what an install without [semantic] looks like
-    code, _, err = run(capsys, "recall", "--query", "database", "--mode", "semantic")
+    code, _, err = call_recall(capsys, "recall", "--query", "database", "--mode", "semantic")
     assert code == 7
     assert "run `pip install 'korg-bridge[semantic]' && korg-recall model pull`" in err
 
@@ -157,7 +159,7 @@ def test_without_the_extra_the_fix_is_install_then_pull(
 def test_index_embed_without_a_model_exits_7(
     ledgers: Path, no_model: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = run(capsys, "index", "--embed")
+    code, _, err = call_recall(capsys, "index", "--embed")
     assert code == 7
     assert "korg-recall model pull" in err
 
@@ -176,7 +178,7 @@ def test_index_embed_without_a_model_exits_7(
 def test_bad_weights_are_usage_errors(
     ledgers: Path, no_model: Path, weights: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run(capsys, "recall", "--query", "database", "--weights", weights)
+    code, out, err = call_recall(capsys, "recall", "--query", "database", "--weights", weights)
     assert (code, out) == (2, "")
     assert "weight" in err
 
@@ -304,7 +306,7 @@ def test_auto_checks_for_the_model_without_importing_it(monkeypatch: pytest.Monk
 def test_auto_uses_hybrid_once_the_events_are_embedded(
     embedded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(capsys, "recall", "--query", PARAPHRASE)
+    code, out, _ = call_recall(capsys, "recall", "--query", PARAPHRASE)
     assert code == 0
     assert out.startswith("[recall · hybrid] ")
 
@@ -313,7 +315,7 @@ def test_auto_uses_hybrid_once_the_events_are_embedded(
 def test_auto_searches_by_keyword_with_a_note_until_most_events_are_embedded(
     ledgers: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(capsys, "recall", "--query", PARAPHRASE)
+    code, out, _ = call_recall(capsys, "recall", "--query", PARAPHRASE)
     assert code == 0
     assert out.startswith("[recall · keyword] ")
     assert out.splitlines()[-1] == (
@@ -356,16 +358,16 @@ def test_a_query_embeds_only_itself_and_index_embeds_only_what_is_new(
         result = recall_json(capsys, PARAPHRASE, "--mode", mode)
         assert result["embedding"]["embedded"] == 0 and result["embedding"]["not_embedded"] == 9
         assert result["hits"] == [] if mode == "semantic" else result["hits"]  # hybrid: keywords alone
-    code, out, _ = run(capsys, "index")
+    code, out, _ = call_recall(capsys, "index")
     assert code == 0 and json.loads(out)["embedding"]["embedded"] == 9
-    code, out, _ = run(capsys, "stats")
+    code, out, _ = call_recall(capsys, "stats")
     described = json.loads(out)
     assert described["vectors"] == {described["embedding"]["model"]: 9}
     assert described["embedding"]["coverage"] == 1.0
     with (ledgers / "history.jsonl").open("a", encoding="utf-8") as handle:
         handle.write(prompt(20, "one more prompt about flaky tests"))
     assert recall_json(capsys, "flaky", "--mode", "hybrid")["embedding"]["not_embedded"] == 1
-    code, out, _ = run(capsys, "index")
+    code, out, _ = call_recall(capsys, "index")
     assert json.loads(out)["embedding"]["embedded"] == 1  # only the new event
     with Index(tmp_path / "index.sqlite") as index:
         assert index.read(embedded_by) == {"index": 10}  # nothing else ever embedded an event
@@ -439,7 +441,7 @@ def test_recency_lifts_the_recent_of_two_equal_events(
     )
     monkeypatch.setenv("KORG_RECALL_LEDGER", str(folder))
     monkeypatch.setenv("KORG_RECALL_INDEX", str(tmp_path / "recency.sqlite"))
-    assert run(capsys, "index")[0] == 0
+    assert call_recall(capsys, "index")[0] == 0
     ranked = recall_json(capsys, "deploy payments", "--mode", "hybrid")["hits"]
     assert [hit["session"] for hit in ranked[:2]] == ["new", "old"]
     assert ranked[0]["breakdown"]["recency"] > 0.9 > 0.01 > ranked[1]["breakdown"]["recency"]
@@ -452,14 +454,14 @@ def test_recency_lifts_the_recent_of_two_equal_events(
 @needs_model
 def test_show_with_a_query_explains_each_event(embedded: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ref = recall_json(capsys, PARAPHRASE, "--mode", "hybrid", "--min-score", "0.2")["hits"][0]["ref"]
-    code, out, _ = run(capsys, "show", "--ref", ref, "--query", PARAPHRASE)
+    code, out, _ = call_recall(capsys, "show", "--ref", ref, "--query", PARAPHRASE)
     assert code == 0
     shown = json.loads(out)
     assert shown["model"] and shown["query"] == PARAPHRASE
     [event] = shown["events"]
     assert event["text"] == TARGET
     assert event["breakdown"]["vector"] == pytest.approx(0.27, abs=0.03)
-    code, out, _ = run(capsys, "show", "--ref", ref)
+    code, out, _ = call_recall(capsys, "show", "--ref", ref)
     assert "breakdown" not in json.loads(out)["events"][0]
 
 
@@ -467,7 +469,7 @@ def test_show_with_a_query_explains_each_event(embedded: Path, capsys: pytest.Ca
 def test_index_embeds_in_the_foreground_with_a_one_line_summary(
     ledgers: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run(capsys, "index")
+    code, out, err = call_recall(capsys, "index")
     assert code == 0
     report = json.loads(out)
     assert report["events_added"] == 9
@@ -484,11 +486,11 @@ def test_index_embeds_in_the_foreground_with_a_one_line_summary(
 def test_index_with_no_embed_leaves_the_vectors_to_the_background(
     ledgers: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run(capsys, "index", "--no-embed")
+    code, out, err = call_recall(capsys, "index", "--no-embed")
     assert (code, err) == (0, "")
     assert json.loads(out)["embedding"]["not_embedded"] == 9
     assert json.loads(out)["embedding"]["indexer"] == "off"  # KORG_RECALL_BACKGROUND=0 in tests
-    code, _, err = run(capsys, "index", "--embed", "--no-embed")
+    code, _, err = call_recall(capsys, "index", "--embed", "--no-embed")
     assert code == 2 and "contradict" in err
 
 
@@ -537,6 +539,6 @@ def test_model_pull_records_a_cached_model_and_reports_its_path(
     snapshot = lay_out_hub_cache(tmp_path / "cache" / "korg-recall" / "models")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("KORG_RECALL_MODEL_DIR")
-    code, out, err = run(capsys, "model", "pull", "--model", "sentence-transformers/all-MiniLM-L6-v2")
+    code, out, err = call_recall(capsys, "model", "pull", "--model", "sentence-transformers/all-MiniLM-L6-v2")
     assert code == 0, err
     assert json.loads(out) == {"model": "sentence-transformers/all-MiniLM-L6-v2", "path": str(snapshot)}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,19 +54,6 @@ def tool_result(tool_use_id: str, output: str) -> str:
 def append(path: Path, text: str) -> None:
     with path.open("a", encoding="utf-8") as handle:
         handle.write(text)
-
-
-@pytest.fixture
-def index(tmp_path: Path) -> Iterator[Index]:
-    with Index(tmp_path / "index.sqlite") as opened:
-        yield opened
-
-
-@pytest.fixture
-def ledgers(tmp_path: Path) -> Path:
-    folder = tmp_path / "ledgers"
-    folder.mkdir()
-    return folder
 
 
 def fill(index: Index, ledgers: Path, count: int, name: str = "a.jsonl", start: int = 0) -> None:

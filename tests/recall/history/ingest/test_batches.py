@@ -12,10 +12,9 @@ from korg_bridge._fs.lines import MAX_LINE_BYTES
 from korg_bridge.recall.history.ingest.batches import Batch, Work, read_file
 from korg_bridge.recall.history.ingest.rows import ROW_COLUMNS
 from korg_bridge.recall.history.ingest.sources import stat_file
-from tests.conftest import peers_missing
+from tests.helpers.paths import PEERS, peers_missing
 
-REPO = Path(__file__).resolve().parents[4]
-SESSIONS = REPO / ".." / "shared" / "peers" / "ledgers" / "sessions"
+SESSIONS = PEERS / "ledgers" / "sessions"
 COLUMNS = [name.strip().strip('"') for name in ROW_COLUMNS.split(",")]
 
 needs_peers = pytest.mark.skipif(not SESSIONS.is_dir(), reason=peers_missing(SESSIONS))

@@ -7,9 +7,7 @@ bad line, or one odd file, must never cost more than itself.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +15,9 @@ import pytest
 
 from korg_bridge.recall.cli.app import main
 from korg_bridge.recall.history.index import Index
+from tests.helpers.cli import run_recall
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[4]
 BOUND_S = 60.0
 """Seconds one korg-recall child may take: far above a query on a test ledger, far below a hang."""
 
@@ -29,18 +28,13 @@ def legacy(seq: Any, text: str, **more: Any) -> str:
 
 
 def korg_recall(*args: str, index: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KORG_RECALL_INDEX": str(index)}
-    env.pop("KORG_RECALL_MODEL_DIR", None)  # keyword mode: the model is not what is tested here
-    return subprocess.run(
-        [sys.executable, "-m", "korg_bridge.recall.cli.app", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=env,
+    # keyword mode: the model is not what is tested here
+    return run_recall(
+        *args,
+        env={"KORG_RECALL_INDEX": str(index)},
+        drop=["KORG_RECALL_MODEL_DIR"],
         cwd=REPO,
         timeout=BOUND_S,
-        check=False,
     )
 
 

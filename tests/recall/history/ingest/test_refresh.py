@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +22,6 @@ def prompt(seq: int, text: str) -> str:
 def found(index: Index, query: str, sources: list[Path]) -> list[str]:
     hits = search(index, query, mode="keyword", top_n=20, min_score=0, sources=sources)
     return sorted(hit.snippet for hit in hits)
-
-
-@pytest.fixture
-def index(tmp_path: Path) -> Iterator[Index]:
-    with Index(tmp_path / "index.sqlite") as opened:
-        yield opened
-
-
-@pytest.fixture
-def ledgers(tmp_path: Path) -> Path:
-    folder = tmp_path / "ledgers"
-    folder.mkdir()
-    return folder
 
 
 def set_mtime(path: Path, ns: int) -> None:

@@ -10,10 +10,8 @@ import pytest
 
 from korg_bridge.recall.history.ingest.event import KINDS, Event, ToolResult
 from korg_bridge.recall.history.ingest.shapes import Where, detect_shape, normalize_timestamp, parse_line
-from tests.conftest import peers_missing
+from tests.helpers.paths import PEERS, REPO, peers_missing
 
-REPO = Path(__file__).resolve().parents[4]
-PEERS = REPO / ".." / "shared" / "peers"
 LEDGERS = PEERS / "ledgers"
 TRANSCRIPT = LEDGERS / "sessions" / "claude-code-transcript.jsonl"
 STREAM = LEDGERS / "sessions" / "claude-stream-json-subagents.jsonl"
@@ -585,7 +583,7 @@ def test_codex_patches_searches_and_compactions_are_events() -> None:
     assert summary.tool == "compact_summary"
 
 
-def test_every_event_kind_is_documented_in_the_readme() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_every_event_kind_is_documented_in_the_recall_docs() -> None:
+    readme = (REPO / "docs" / "recall.md").read_text(encoding="utf-8")
     for kind in KINDS:
         assert f"| `{kind}` |" in readme, kind

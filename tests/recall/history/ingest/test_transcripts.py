@@ -14,7 +14,7 @@ import pytest
 
 from korg_bridge.recall.history.index import Index
 from korg_bridge.recall.history.query.search import search
-from tests.conftest import peers_missing
+from tests.helpers.paths import PEERS, peers_missing
 
 COMPACTED = "8463c716-a2ea-4c14-9efa-87158ebd9f20"
 TOOLS = "tools"
@@ -92,7 +92,7 @@ KINDS = {kind for counts in EXPECTED.values() for kind in counts} - {TOOLS, PAIR
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The transcripts folder as a history: read in place, the gzipped session unpacked beside."""
-    folder = Path(__file__).resolve().parents[4] / ".." / "shared" / "peers" / "transcripts"
+    folder = PEERS / "transcripts"
     if not folder.is_dir():
         pytest.skip(peers_missing(folder))
     unpacked = tmp_path_factory.mktemp("unpacked") / "claude" / "projects" / "spotter-fum"
@@ -105,7 +105,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def sources(history: Path) -> list[Path]:
-    folder = Path(__file__).resolve().parents[4] / ".." / "shared" / "peers" / "transcripts"
+    folder = PEERS / "transcripts"
     return [folder.resolve(), history]
 
 

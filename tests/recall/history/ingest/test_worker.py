@@ -18,9 +18,9 @@ import pytest
 from korg_bridge.recall.history.index import Index
 from korg_bridge.recall.history.ingest import worker as worker_module
 from korg_bridge.recall.history.query.search import search
+from tests.helpers.paths import FIXTURE_BINS, REPO
 
-REPO = Path(__file__).resolve().parents[4]
-FAULTY_WORKER = REPO / "fixture_bins" / "faulty-worker"
+FAULTY_WORKER = FIXTURE_BINS / "faulty-worker"
 SMALL_BATCH = 1500
 """Bytes per slice: many slices per file, so results often arrive a slice after their call."""
 

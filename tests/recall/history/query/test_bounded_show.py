@@ -16,7 +16,7 @@ import pytest
 
 from korg_bridge.recall.cli.app import main
 from korg_bridge.recall.history.query.paging import DEFAULT_LIMIT, MIN_LIMIT, RESPONSE_CHARS, bound_events
-from tests.conftest import peers_missing
+from tests.helpers.paths import peers_missing
 from tests.helpers.sqlite import connect
 from tests.helpers.transcripts import TRANSCRIPTS, unpack_transcripts
 

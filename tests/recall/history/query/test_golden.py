@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from korg_bridge.recall.history.index import Index
 from tests.helpers.models import MODEL_DIR, needs_model
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[4]
 GOLDEN = REPO / "bench" / "golden"
 KEYWORD_STYLE = ("keyword", "deep")
 

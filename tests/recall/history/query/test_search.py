@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +42,6 @@ def run(index: Index, query: str, sources: list[Path], mode: str = "keyword", **
 
 def snippets(hits: list[Hit]) -> list[str]:
     return [hit.snippet for hit in hits]
-
-
-@pytest.fixture
-def index(tmp_path: Path) -> Iterator[Index]:
-    with Index(tmp_path / "index.sqlite") as opened:
-        yield opened
 
 
 @pytest.fixture

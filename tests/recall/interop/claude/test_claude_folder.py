@@ -12,10 +12,7 @@ import pytest
 
 from tests.helpers.claude import (
     ClaudeHome,
-    answer,
-    call,
     git_repo,
-    korg_recall,
     line_with,
     rows,
     store_file,
@@ -24,6 +21,7 @@ from tests.helpers.claude import (
     tree_bytes,
     worktree,
 )
+from tests.helpers.cli import answer, call_recall, korg_recall
 
 
 @pytest.fixture
@@ -206,7 +204,7 @@ def test_nothing_in_claudes_folders_is_ever_modified(
     memory_id = line_with(lines, "Release freeze").split()[0]
     answer(capsys, "remember", "--content", "Deploys need two approvals.", "--type", "project")
     answer(capsys, "forget", "--id", memory_id)
-    assert call(capsys, "recall", "--query", "database", "--kinds", "memory")[0] == 0
+    assert call_recall(capsys, "recall", "--query", "database", "--kinds", "memory")[0] == 0
     assert (tree_bytes(claude.root), (shop / "CLAUDE.md").read_bytes()) == before
 
 
@@ -215,10 +213,10 @@ def test_revise_refuses_a_claude_memory_and_names_its_file(
 ) -> None:
     fill(claude, shop, blog)
     memory_id = line_with(answer(capsys, "memories")["lines"], "Release freeze").split()[0]
-    code, out, err = call(capsys, "revise", "--id", memory_id, "--content", "No freeze after all.")
+    code, out, err = call_recall(capsys, "revise", "--id", memory_id, "--content", "No freeze after all.")
     assert (code, out) == (2, "")
     assert "project_release_freeze.md" in err and "Edit that file" in err
-    code, _, err = call(
+    code, _, err = call_recall(
         capsys, "remember", "--content", "No freeze.", "--type", "project", "--supersedes", memory_id
     )
     assert code == 2 and "korg-recall does not change it" in err
@@ -255,7 +253,7 @@ def test_recall_shows_claude_memories_as_blocks_with_their_source_kind(
     capsys: pytest.CaptureFixture[str], claude: ClaudeHome, shop: Path, blog: Path
 ) -> None:
     fill(claude, shop, blog)
-    code, out, _ = call(capsys, "recall", "--query", "integration database", "--kinds", "memory")
+    code, out, _ = call_recall(capsys, "recall", "--query", "integration database", "--kinds", "memory")
     assert code == 0
     assert 'source_kind="claude-auto-memory"' in out and "Never mock the database" in out
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.interop.claude.paths import decode_on_disk, folder_matches, resolve_folder, slug
-from tests.helpers.claude import ClaudeHome, answer, call, git_repo, line_with, store_file, topic, touch_later
+from tests.helpers.claude import ClaudeHome, git_repo, line_with, store_file, topic, touch_later
+from tests.helpers.cli import answer, call_recall
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def test_bad_files_are_skipped_with_a_reason_that_names_them(
     (memory / "escape.md").symlink_to(secret)
     (memory / "MEMORY.md").write_text("".join(f"- note {n}\n" for n in range(500)))
     os.mkfifo(memory / "pipe.md")  # would block a plain open() forever
-    code, out, err = call(capsys, "memories")
+    code, out, err = call_recall(capsys, "memories")
     assert code == 0 and err == ""
     assert line_with(json.loads(out)["lines"], "Good").endswith("[claude-auto-memory]")
     reasons = dict(line.split(": ", 1) for line in skipped(capsys))

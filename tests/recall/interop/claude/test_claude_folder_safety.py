@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.interop.claude.files import BLOCK_BEGIN, BLOCK_END
-from tests.helpers.claude import ClaudeHome, git_repo, ok, run, topic
+from tests.helpers.claude import ClaudeHome, git_repo, topic
+from tests.helpers.cli import ok, run_recall
 
 BOUND = 30.0
 """Seconds a call may take here: a read that blocks on a FIFO would never end."""
@@ -33,7 +34,9 @@ def elsewhere(tmp_path: Path) -> Path:
 
 def remember(shop: Path, text: str, title: str) -> dict[str, object]:
     return ok(
-        run("remember", "--content", text, "--type", "project", "--title", title, cwd=shop, timeout=BOUND)
+        run_recall(
+            "remember", "--content", text, "--type", "project", "--title", title, cwd=shop, timeout=BOUND
+        )
     )
 
 
@@ -75,11 +78,13 @@ def test_a_topic_file_replaced_by_a_symlink_is_left_alone(
     path.unlink()
     path.symlink_to(outside)
     revised = ok(
-        run("revise", "--id", str(made["id"]), "--content", "Resets every Sunday.", cwd=shop, timeout=BOUND)
+        run_recall(
+            "revise", "--id", str(made["id"]), "--content", "Resets every Sunday.", cwd=shop, timeout=BOUND
+        )
     )
     assert revised["checks"]["claude_writeback"][0].startswith(f"{path} is a symbolic link")  # type: ignore[index]
     assert "every Monday" in outside.read_text()
-    forgot = ok(run("forget", "--id", str(made["id"]), "--mode", "purge", cwd=shop, timeout=BOUND))
+    forgot = ok(run_recall("forget", "--id", str(made["id"]), "--mode", "purge", cwd=shop, timeout=BOUND))
     assert forgot["checks"]["claude_writeback"][0].startswith(f"{path} is a symbolic link")  # type: ignore[index]
     assert outside.exists() and path.is_symlink()
 
@@ -89,7 +94,7 @@ def test_an_archive_folder_that_is_a_symlink_is_not_written_into(
 ) -> None:
     made = remember(shop, "The staging database resets every Monday.", "Staging resets")
     (claude.memory(shop) / ".korg-recall-archive").symlink_to(elsewhere)
-    forgot = ok(run("forget", "--id", str(made["id"]), cwd=shop, timeout=BOUND))
+    forgot = ok(run_recall("forget", "--id", str(made["id"]), cwd=shop, timeout=BOUND))
     path = claude.memory(shop) / "project_staging_resets.md"
     assert forgot["checks"]["claude_writeback"] == [  # type: ignore[index]
         f"{claude.memory(shop) / '.korg-recall-archive'} is not a folder (a symlink?); {path} was not archived"
@@ -117,9 +122,9 @@ def test_a_fifo_in_claudes_memory_folder_blocks_no_command(claude: ClaudeHome, s
     os.mkfifo(memory / "pipe.md")
     os.mkfifo(memory / "MEMORY.md")
     for argv in (["memories"], ["recall", "--query", "backend"], ["context"], ["stats"]):
-        proc = run(*argv, cwd=shop, timeout=BOUND)
+        proc = run_recall(*argv, cwd=shop, timeout=BOUND)
         assert proc.returncode == 0, (argv, proc.stderr)
-    stats = ok(run("memories", "--stats", cwd=shop, timeout=BOUND))["claude"]
+    stats = ok(run_recall("memories", "--stats", cwd=shop, timeout=BOUND))["claude"]
     assert sorted(stats["skipped"]) == [  # type: ignore[index]
         f"{memory / 'MEMORY.md'}: not a regular file",
         f"{memory / 'pipe.md'}: not a regular file",
@@ -131,11 +136,11 @@ def test_a_fifo_in_place_of_a_topic_file_of_ours_blocks_no_write(claude: ClaudeH
     path = claude.memory(shop) / "project_staging_resets.md"
     path.unlink()
     os.mkfifo(path)
-    forgot = ok(run("forget", "--id", str(made["id"]), cwd=shop, timeout=BOUND))
+    forgot = ok(run_recall("forget", "--id", str(made["id"]), cwd=shop, timeout=BOUND))
     assert forgot["checks"]["claude_writeback"] == [  # type: ignore[index]
         f"{path} is not a regular file; korg-recall changes only regular files. It was not archived."
     ]
-    purged = ok(run("forget", "--id", str(made["id"]), "--mode", "purge", cwd=shop, timeout=BOUND))
+    purged = ok(run_recall("forget", "--id", str(made["id"]), "--mode", "purge", cwd=shop, timeout=BOUND))
     assert purged["checks"]["claude_writeback"] == [  # type: ignore[index]
         f"{path} is not a regular file; korg-recall changes only regular files. It was not deleted."
     ]
@@ -149,5 +154,5 @@ def test_a_config_folder_reached_through_a_symlink_still_knows_korg_recalls_own_
     dotfiles.symlink_to(claude.root)  # ~/.claude as a dotfiles manager links it
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(dotfiles))
     remember(shop, "The staging database resets every Monday.", "Staging resets")
-    listed = ok(run("memories", cwd=shop, timeout=BOUND))
+    listed = ok(run_recall("memories", cwd=shop, timeout=BOUND))
     assert listed["total"] == 1 and not listed["lines"][0].endswith("[claude-auto-memory]")  # type: ignore[index]

@@ -18,7 +18,8 @@ import pytest
 from korg_bridge.recall.memory.mirror.frontmatter import FrontMatterError, parse, set_values
 from korg_bridge.recall.memory.records import iso, parse_iso
 from korg_bridge.recall.memory.safety import age_label
-from tests.helpers.claude import ClaudeHome, git_repo, line_with, ok, rows, run, store_file, tree_bytes
+from tests.helpers.claude import ClaudeHome, git_repo, line_with, rows, store_file, tree_bytes
+from tests.helpers.cli import ok, run_recall
 
 REAL_FOLDER = Path("claude-memory") / "-home-dev-work-acme-api" / "memory"
 FLAT_MTIME = datetime(2026, 1, 5, 9, 30, tzinfo=UTC).timestamp()
@@ -42,7 +43,7 @@ def copy_real_folder(peers: Path, claude: ClaudeHome, project: Path) -> Path:
 
 
 def listing(project: Path, *args: str, **env: str) -> dict[str, object]:
-    return ok(run("memories", *args, cwd=project, env=env))
+    return ok(run_recall("memories", *args, cwd=project, env=env))
 
 
 def store() -> Path:
@@ -114,11 +115,11 @@ def test_recall_and_the_brief_carry_claude_codes_current_memories(
     peers: Path, claude: ClaudeHome, api: Path
 ) -> None:
     copy_real_folder(peers, claude, api)
-    found = ok(run("recall", "--query", "integration suite", "--kinds", "memory", "--json", cwd=api))
+    found = ok(run_recall("recall", "--query", "integration suite", "--kinds", "memory", "--json", cwd=api))
     assert found["memories"][0]["title"] == "feedback_testing"
     assert found["memories"][0]["source_kind"] == "claude-auto-memory"
     brief = json.loads(
-        run("context", "--hook", "codex", cwd=api, timeout=60).stdout
+        run_recall("context", "--hook", "codex", cwd=api, timeout=60).stdout
     )  # Codex has no auto memory
     text = brief["hookSpecificOutput"]["additionalContext"]
     assert all(
@@ -145,7 +146,7 @@ def test_import_takes_claude_codes_current_files_with_the_type_their_metadata_na
     folder = tmp_path / "exported"
     shutil.copytree(peers / REAL_FOLDER, folder)
     imported = ok(
-        run("import", str(folder), "--scope", "user", cwd=api, env={"KORG_RECALL_CLAUDE_MEMORY": "0"})
+        run_recall("import", str(folder), "--scope", "user", cwd=api, env={"KORG_RECALL_CLAUDE_MEMORY": "0"})
     )
     assert imported["created"] == 4, imported
     kinds = rows(store(), "SELECT title, type FROM memory ORDER BY title")
@@ -166,7 +167,7 @@ def test_a_new_topic_file_is_written_in_claude_codes_current_shape(
     claude: ClaudeHome, api: Path, writeback: None
 ) -> None:
     made = ok(
-        run(
+        run_recall(
             "remember",
             "--content",
             "Deploys need two approvals.",
@@ -218,7 +219,7 @@ def test_a_topic_file_claude_code_reshaped_is_written_back_byte_identical_outsid
     claude: ClaudeHome, api: Path, writeback: None, shape: str
 ) -> None:
     made = ok(
-        run(
+        run_recall(
             "remember",
             "--content",
             "Deploys need two approvals.",
@@ -234,7 +235,7 @@ def test_a_topic_file_claude_code_reshaped_is_written_back_byte_identical_outsid
     os.utime(path, (time.time() + 2, time.time() + 2))
     listing(api)  # the edit is taken in (a version by claude) …
     ok(
-        run(
+        run_recall(
             "revise",
             "--id",
             str(made["id"]),
@@ -268,7 +269,7 @@ def test_under_confirm_what_claude_code_wrote_waits_for_a_persons_approval(
     pending = listing(api, "--pending", KORG_RECALL_WRITES="confirm")["lines"]
     assert isinstance(pending, list) and len(pending) == 4
     testing = line.rsplit(" ", 1)[1].rstrip("`")
-    ok(run("memories", "--approve", testing, cwd=api, env={"KORG_RECALL_WRITES": "confirm"}))
+    ok(run_recall("memories", "--approve", testing, cwd=api, env={"KORG_RECALL_WRITES": "confirm"}))
     assert line_with(listing(api, KORG_RECALL_WRITES="confirm")["lines"], "feedback_testing").startswith(
         testing
     )
@@ -278,7 +279,7 @@ def test_under_confirm_what_claude_code_wrote_waits_for_a_persons_approval(
     os.utime(path, (time.time() + 2, time.time() + 2))
     listing(api, KORG_RECALL_WRITES="confirm")
     found = ok(
-        run(
+        run_recall(
             "recall",
             "--query",
             "integration suite",
@@ -290,8 +291,8 @@ def test_under_confirm_what_claude_code_wrote_waits_for_a_persons_approval(
         )
     )
     assert "npm run test:int`" in found["memories"][0]["body"]
-    ok(run("memories", "--approve", testing, cwd=api, env={"KORG_RECALL_WRITES": "confirm"}))
-    found = ok(run("recall", "--query", "integration suite", "--kinds", "memory", "--json", cwd=api))
+    ok(run_recall("memories", "--approve", testing, cwd=api, env={"KORG_RECALL_WRITES": "confirm"}))
+    found = ok(run_recall("recall", "--query", "integration suite", "--kinds", "memory", "--json", cwd=api))
     assert "npm run test:integration" in found["memories"][0]["body"]
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.interop.claude.files import BLOCK_BEGIN, BLOCK_END
-from tests.helpers.claude import ClaudeHome, answer, git_repo, line_with, rows, store_file, topic, touch_later
+from tests.helpers.claude import ClaudeHome, git_repo, line_with, rows, store_file, topic, touch_later
+from tests.helpers.cli import answer
 
 CLAUDES_INDEX = "# Memory index\n\n- [User role](user_role.md) — data scientist\n- [Testing](feedback_testing.md) — real database\n"
 

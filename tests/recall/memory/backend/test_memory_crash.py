@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.memory import exists, git_repo, korg_recall, ok, rows, run
+from tests.helpers.cli import korg_recall, ok, run_recall
+from tests.helpers.memory import exists, git_repo, rows
 
 ITERATIONS = 200
 LANES = 4
@@ -107,7 +108,9 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_memory_and_corrupts_noth
     # The next process opens the store normally: no error, nothing moved aside; it appends the log
     # entries killed processes left queued, and repairs a torn last line of the log.
     after = ok(
-        run("remember", "--content", "After the drill the store still opens.", "--type", "note", cwd=repo)
+        run_recall(
+            "remember", "--content", "After the drill the store still opens.", "--type", "note", cwd=repo
+        )
     )
     assert after["checks"]["oplog"] == "appended"
     assert rows(store, "PRAGMA integrity_check") == [("ok",)]
@@ -119,7 +122,7 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_memory_and_corrupts_noth
     assert sorted(p.name for p in store.parent.iterdir() if ".broken" in p.name or ".bak" in p.name) == []
 
     log = store.parent / "memory-ops.jsonl"
-    verdict = ok(run("verify", "--path", str(log), cwd=repo))
+    verdict = ok(run_recall("verify", "--path", str(log), cwd=repo))
     assert verdict["intact"] is True, verdict["errors"]
     op_ids = [json.loads(line)["args"]["op_id"] for line in log.read_text().splitlines()]
     assert len(op_ids) == len(set(op_ids)), "a queued entry was appended twice"

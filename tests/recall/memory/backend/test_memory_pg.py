@@ -20,15 +20,19 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import psycopg
 import pytest
+
+pytest.importorskip("psycopg", reason="the team store's tests need the [postgres] extra (psycopg)")
+
+import psycopg
 
 from korg_bridge.recall.memory.backend.pg.schema import APP_TABLES, TENANT_TABLES
 from korg_bridge.recall.memory.backend.pg.store import PgStore
 from korg_bridge.recall.memory.backend.pg.vectors import literal, nearest, nearest_sql
 from korg_bridge.recall.memory.records import Version, iso, new_id
 from korg_bridge.recall.memory.rows import insert_version
-from tests.helpers.memory import PgTarget, answer, call, failed, korg_recall, log_entries, ok, run
+from tests.helpers.cli import answer, call_recall, failed, korg_recall, ok, run_recall
+from tests.helpers.memory import PgTarget, log_entries
 from tests.helpers.postgres import APP, Roles
 
 pytestmark = pytest.mark.postgres_only
@@ -114,12 +118,12 @@ def test_upgrading_a_store_to_the_log_head_needs_no_new_grant_and_keeps_its_chai
         owner.execute("DELETE FROM korg_recall._migrations WHERE name = 'm003_memory_ops_head'")
     monkeypatch.setenv("KORG_RECALL_STORE", app_url)
     monkeypatch.setenv("KORG_RECALL_TENANT", tenant())
-    code, _, err = call(capsys, "remember", "--content", "Before the upgrade.", "--type", "note")
+    code, _, err = call_recall(capsys, "remember", "--content", "Before the upgrade.", "--type", "note")
     assert code == 3 and "store migrate" in err
     done = migrate(pg_roles.owner_url(database), grant=())  # the operator forgets --grant
     assert done.returncode == 0, done.stderr
     answer(capsys, "remember", "--content", "After the upgrade: cranes arrive in March.", "--type", "note")
-    assert ok(run("verify", "--store", app_url, cwd=project))["intact"] is True
+    assert ok(run_recall("verify", "--store", app_url, cwd=project))["intact"] is True
 
 
 # --- row-level security -----------------------------------------------------------------------
@@ -207,23 +211,31 @@ def test_two_tenants_through_the_cli_see_only_their_own_memories(pg_roles: Roles
     base = {"KORG_RECALL_STORE": pg_roles.app_url()}
     fact = "The staging database resets every Sunday at 03:00."
     first = ok(
-        run("remember", "--content", fact, "--type", "project", cwd=project, env={**base, **as_tenant(a)})
+        run_recall(
+            "remember", "--content", fact, "--type", "project", cwd=project, env={**base, **as_tenant(a)}
+        )
     )
     second = ok(
-        run("remember", "--content", fact, "--type", "project", cwd=project, env={**base, **as_tenant(b)})
+        run_recall(
+            "remember", "--content", fact, "--type", "project", cwd=project, env={**base, **as_tenant(b)}
+        )
     )
     # Dedup is per tenant: the same text is a new memory in the other tenant, not an "exists".
     assert (first["status"], second["status"]) == ("created", "created") and first["id"] != second["id"]
     for who, made, other in ((a, first, second), (b, second, first)):
         env = {**base, **as_tenant(who)}
-        listed = ok(run("memories", cwd=project, env=env))
+        listed = ok(run_recall("memories", cwd=project, env=env))
         assert [line.split()[0] for line in listed["lines"]] == [made["id"]]
         found = ok(
-            run("recall", "--query", "staging database", "--kinds", "memory", "--json", cwd=project, env=env)
+            run_recall(
+                "recall", "--query", "staging database", "--kinds", "memory", "--json", cwd=project, env=env
+            )
         )
         assert [m["id"] for m in found["memories"]] == [made["id"]]
-        failed(run("forget", "--id", other["id"], cwd=project, env=env), 2, f"no memory {other['id']}")
-        failed(run("memories", "--ids", other["id"], cwd=project, env=env), 2, f"no memory {other['id']}")
+        failed(run_recall("forget", "--id", other["id"], cwd=project, env=env), 2, f"no memory {other['id']}")
+        failed(
+            run_recall("memories", "--ids", other["id"], cwd=project, env=env), 2, f"no memory {other['id']}"
+        )
 
 
 def test_the_bridges_tenant_and_actor_win_over_the_inherited_environment(
@@ -246,10 +258,10 @@ def test_without_a_tenant_a_team_store_refuses_to_run_naming_the_variable(
     pg_roles: Roles, project: Path
 ) -> None:
     env = {"KORG_RECALL_STORE": pg_roles.app_url()}
-    message = failed(run("memories", cwd=project, env=env), 3, "KORG_RECALL_TENANT")
+    message = failed(run_recall("memories", cwd=project, env=env), 3, "KORG_RECALL_TENANT")
     assert "KORG_BRIDGE_TENANT" in message and pg_roles.app_password not in message
     failed(
-        run("memories", cwd=project, env={**env, "KORG_RECALL_TENANT": "no spaces please"}),
+        run_recall("memories", cwd=project, env={**env, "KORG_RECALL_TENANT": "no spaces please"}),
         3,
         "is not a tenant name",
     )
@@ -259,11 +271,13 @@ def test_the_mirror_stays_off_and_asking_for_it_is_refused(
     team: PgTarget, project: Path, isolated_env: Path
 ) -> None:
     made = ok(
-        run("remember", "--content", "Team memories live on the server only.", "--type", "note", cwd=project)
+        run_recall(
+            "remember", "--content", "Team memories live on the server only.", "--type", "note", cwd=project
+        )
     )
     assert made["checks"]["mirror"] == "off"
     assert not list(isolated_env.rglob("memories"))
-    failed(run("memories", cwd=project, env={"KORG_RECALL_MIRROR": "1"}), 3, "has no Markdown mirror")
+    failed(run_recall("memories", cwd=project, env={"KORG_RECALL_MIRROR": "1"}), 3, "has no Markdown mirror")
 
 
 # --- vectors ----------------------------------------------------------------------------------
@@ -326,16 +340,16 @@ def test_a_deleted_log_entry_breaks_the_chain_and_verify_store_says_where(
 ) -> None:
     for n in range(3):
         answer(capsys, "remember", "--content", f"Heron count on day {n} was {n * 7}.", "--type", "note")
-    report = ok(run("verify", "--store", team.url, cwd=project))
+    report = ok(run_recall("verify", "--store", team.url, cwd=project))
     assert (report["intact"], report["events"]) == (True, 3)
     assert report["path"] == f"{team.url.replace(team.roles.app_password, '***')} (tenant {team.tenant})"
     assert team.as_owner("DELETE FROM memory_ops WHERE seq_id = 2") == 1
-    proc = run("verify", "--store", team.url, cwd=project)
+    proc = run_recall("verify", "--store", team.url, cwd=project)
     assert proc.returncode == 1
     errors = json.loads(proc.stdout)["errors"]
     assert any(e.startswith("seq 2 missing") for e in errors)
     assert any(e.startswith("seq 3: prev_hash mismatch") for e in errors)
-    code, _, err = call(capsys, "verify", "--store", team.url, "--pubkey", "00" * 32)
+    code, _, err = call_recall(capsys, "verify", "--store", team.url, "--pubkey", "00" * 32)
     assert code == 2 and "pass them with --path" in err
 
 
@@ -380,7 +394,7 @@ def test_kill_9_during_writes_loses_no_acknowledged_memory_and_never_forks_the_c
         row[0] for row in team.rows("SELECT id FROM memory WHERE superseded_by IS NULL AND state = 'live'")
     }
     assert not sorted(set(acked) - live), f"acknowledged but lost (seed {seed}, {killed} kills)"
-    verdict = ok(run("verify", "--store", team.url, cwd=project))
+    verdict = ok(run_recall("verify", "--store", team.url, cwd=project))
     assert verdict["intact"] is True, verdict["errors"]
     logged = {entry["args"]["id"] for entry in log_entries(team)}
     assert live == logged  # a write and its log entry commit together, or neither does
@@ -444,7 +458,9 @@ async def test_a_read_whose_connection_drops_is_run_again_once(
     team: PgTarget, project: Path, child: list[subprocess.Popen[str]]
 ) -> None:
     made = ok(
-        run("remember", "--content", "Reads survive one dropped connection.", "--type", "note", cwd=project)
+        run_recall(
+            "remember", "--content", "Reads survive one dropped connection.", "--type", "note", cwd=project
+        )
     )
     with TableLock(team.roles) as lock:
         proc = subprocess.Popen(

@@ -10,20 +10,16 @@ variables) without the bridge in test_memory_pg.py. Here the two meet.
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
-import socket
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from tests.conftest import REPO, python_env
+from tests.helpers.bridge_client import serve_http
+from tests.helpers.cli import python_env, recall_script
+from tests.helpers.paths import REPO
 from tests.helpers.postgres import Roles
 
 pytestmark = [
@@ -32,41 +28,21 @@ pytestmark = [
 ]
 
 BOUND = 60.0
-URL = re.compile(r"http://\S+/mcp")
 ANA, BOB = "tok-ana-" + "a" * 32, "tok-bob-" + "b" * 32
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @asynccontextmanager
 async def bridge(roles: Roles, tmp_path: Path, *flags: str) -> AsyncIterator[str]:
     """``korg-bridge korg-recall --http`` with two tokens (tenants acme and globex), yielding its URL."""
-    korg_recall = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    if korg_recall is None:
-        pytest.skip("the korg-recall console script is not installed")
+    korg_recall = str(recall_script())
     tokens = tmp_path / "tokens"
     tokens.write_text(f"{ANA} acme ana\n{BOB} globex bob\n")
     tokens.chmod(0o600)
     env = python_env()
     env.update(KORG_RECALL_STORE=roles.app_url(), HOME=str(tmp_path), PYTHONPATH=str(REPO))
-    argv = [sys.executable, "-m", "korg_bridge", korg_recall, "--http", f"127.0.0.1:{_free_port()}",
-            "--token-file", str(tokens), "--allow", "fs_write", *flags]  # fmt: skip
-    async with await anyio.open_process(argv, env=env, cwd=tmp_path) as process:
-        assert process.stderr is not None
-        seen = b""
-        try:
-            with anyio.fail_after(BOUND):
-                while not (found := URL.search(seen.decode(errors="replace"))):
-                    seen += await process.stderr.receive()
-            yield found.group()
-        finally:
-            process.terminate()
-            with anyio.fail_after(BOUND):
-                await process.wait()
+    flags = ["--token-file", str(tokens), "--allow", "fs_write", *flags]
+    async with serve_http(korg_recall, *flags, env=env, cwd=tmp_path, bound=BOUND) as url:
+        yield url
 
 
 async def _call(url: str, token: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:

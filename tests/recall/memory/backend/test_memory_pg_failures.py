@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("psycopg", reason="the team store's failures need the [postgres] extra (psycopg)")
+
 from korg_bridge.recall.memory.backend.pg.schema import MIGRATIONS
-from tests.helpers.memory import failed, run
+from tests.helpers.cli import failed, run_recall
 from tests.helpers.postgres import OWNER, Roles, create_database, migrate
 
 pytestmark = pytest.mark.postgres_only
@@ -63,12 +65,16 @@ def _closed_port() -> int:
 def test_a_server_nobody_listens_on_is_a_network_error(project: Path, tenant_env: None) -> None:
     url = f"postgresql://korg_app:hunter2-secret@127.0.0.1:{_closed_port()}/korg"
     message = failed(
-        run("memories", cwd=project, env={"KORG_RECALL_STORE": url}), 5, "cannot reach the memory store"
+        run_recall("memories", cwd=project, env={"KORG_RECALL_STORE": url}),
+        5,
+        "cannot reach the memory store",
     )
     assert "Check that PostgreSQL is running" in message
     assert "hunter2-secret" not in message and "korg_app:***@" in message
     failed(
-        run("remember", "--content", "x", "--type", "note", cwd=project, env={"KORG_RECALL_STORE": url}),
+        run_recall(
+            "remember", "--content", "x", "--type", "note", cwd=project, env={"KORG_RECALL_STORE": url}
+        ),
         5,
         "cannot reach",
     )
@@ -77,7 +83,9 @@ def test_a_server_nobody_listens_on_is_a_network_error(project: Path, tenant_env
 def test_an_unknown_host_is_a_network_error(project: Path, tenant_env: None) -> None:
     url = "postgresql://korg_app:hunter2-secret@db.invalid:5432/korg?connect_timeout=5"
     message = failed(
-        run("memories", cwd=project, env={"KORG_RECALL_STORE": url}), 5, "cannot reach the memory store"
+        run_recall("memories", cwd=project, env={"KORG_RECALL_STORE": url}),
+        5,
+        "cannot reach the memory store",
     )
     assert "hunter2-secret" not in message
 
@@ -87,7 +95,9 @@ def test_a_wrong_password_is_a_config_error_that_shows_neither_password(
 ) -> None:
     url = pg_roles.server.url("korg_app", "not-the-password-7391", "korg")
     message = failed(
-        run("memories", cwd=project, env={"KORG_RECALL_STORE": url}), 3, "cannot log in to the memory store"
+        run_recall("memories", cwd=project, env={"KORG_RECALL_STORE": url}),
+        3,
+        "cannot log in to the memory store",
     )
     assert "password authentication failed" in message and "Check the user and password" in message
     assert "not-the-password-7391" not in message and pg_roles.app_password not in message
@@ -95,14 +105,16 @@ def test_a_wrong_password_is_a_config_error_that_shows_neither_password(
 
 def test_a_missing_database_is_a_config_error(pg_roles: Roles, project: Path, tenant_env: None) -> None:
     url = pg_roles.app_url("no_such_database")
-    failed(run("memories", cwd=project, env={"KORG_RECALL_STORE": url}), 3, "Create the database")
+    failed(run_recall("memories", cwd=project, env={"KORG_RECALL_STORE": url}), 3, "Create the database")
 
 
 def test_a_database_without_the_schema_names_the_migrate_command(
     bare_database: str, project: Path, tenant_env: None
 ) -> None:
     message = failed(
-        run("memories", cwd=project, env={"KORG_RECALL_STORE": bare_database}), 3, "has no korg-recall schema"
+        run_recall("memories", cwd=project, env={"KORG_RECALL_STORE": bare_database}),
+        3,
+        "has no korg-recall schema",
     )
     assert "korg-recall store migrate --grant korg_app" in message
 
@@ -122,7 +134,9 @@ def test_a_schema_from_a_newer_korg_recall_is_refused_and_left_untouched(
 ) -> None:
     with pg_roles.server.connect(pg_roles.owner_url("korg_spare")) as owner:
         owner.execute("INSERT INTO korg_recall._migrations (name) VALUES ('m999_future')")
-    failed(run("memories", cwd=project, env={"KORG_RECALL_STORE": spare_database}), 3, "newer korg-recall")
+    failed(
+        run_recall("memories", cwd=project, env={"KORG_RECALL_STORE": spare_database}), 3, "newer korg-recall"
+    )
     again = migrate(pg_roles.owner_url("korg_spare"))
     assert again.returncode == 3 and "newer korg-recall" in again.stderr
     with pg_roles.server.connect(pg_roles.owner_url("korg_spare")) as owner:
@@ -137,7 +151,7 @@ def test_an_older_schema_names_the_migrate_command(
     with pg_roles.server.connect(pg_roles.owner_url("korg_spare")) as owner:
         owner.execute("DELETE FROM korg_recall._migrations WHERE name = 'm002_forget_secret'")
     message = failed(
-        run("memories", cwd=project, env={"KORG_RECALL_STORE": spare_database}), 3, "older schema"
+        run_recall("memories", cwd=project, env={"KORG_RECALL_STORE": spare_database}), 3, "older schema"
     )
     assert "korg-recall store migrate" in message
 
@@ -148,12 +162,12 @@ def test_a_role_that_could_bypass_row_level_security_is_refused(
 ) -> None:
     url = pg_roles.server.url() if who == "superuser" else pg_roles.owner_url()
     phrase = "bypasses row-level security" if who == "superuser" else "owns the memory tables"
-    message = failed(run("memories", cwd=project, env={"KORG_RECALL_STORE": url}), 3, phrase)
+    message = failed(run_recall("memories", cwd=project, env={"KORG_RECALL_STORE": url}), 3, phrase)
     assert "Connect as the application role" in message
 
 
 def test_store_migrate_refuses_a_sqlite_store_and_an_unknown_role(pg_roles: Roles, project: Path) -> None:
-    failed(run("store", "migrate", cwd=project), 3, "is not one")
+    failed(run_recall("store", "migrate", cwd=project), 3, "is not one")
     done = migrate(pg_roles.owner_url(), grant=["nobody_here"])
     assert done.returncode == 3 and "role 'nobody_here' does not exist" in done.stderr
 

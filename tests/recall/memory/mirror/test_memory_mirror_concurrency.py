@@ -23,7 +23,8 @@ import pytest
 from korg_bridge.recall.memory.mirror.frontmatter import rel_path, render
 from korg_bridge.recall.memory.records import Version
 from korg_bridge.recall.memory.rows import select_versions
-from tests.helpers.memory import SUBPROCESS_BOUND, answer, korg_recall, ok, rows, run, store_file
+from tests.helpers.cli import BOUND, answer, korg_recall, ok, run_recall
+from tests.helpers.memory import rows, store_file
 from tests.helpers.sqlite import connect
 
 pytestmark = pytest.mark.sqlite_only(
@@ -60,7 +61,7 @@ def revise_all_at_once(cwd: Path, memory_id: str, count: int) -> list[int]:
     acked: list[int] = []
     try:
         for proc in procs:
-            out, err = proc.communicate(timeout=SUBPROCESS_BOUND * 2)
+            out, err = proc.communicate(timeout=BOUND * 2)
             assert proc.returncode == 0, err
             acked.append(int(json.loads(out)["version"]))
     finally:
@@ -79,7 +80,7 @@ def test_concurrent_revisions_of_one_memory_never_revert_it_nor_freeze_its_file(
     for _round in range(2):
         memory_id = note(capsys, "The counter stands at zero.")
         acked = revise_all_at_once(tmp_path, memory_id, 24)
-        ok(run("memories", "--scope", "user", cwd=tmp_path))
+        ok(run_recall("memories", "--scope", "user", cwd=tmp_path))
         history = rows(
             store, "SELECT version, actor, state FROM memory WHERE id = ? ORDER BY version", [memory_id]
         )
@@ -116,9 +117,13 @@ def exported_store(tmp_path: Path) -> Path:
     other = {"XDG_DATA_HOME": str(tmp_path / "other-data")}
     for n in range(4):
         text = f"Imported fact {n}: kestrels hover {n + 2} metres up."
-        ok(run("remember", "--content", text, "--type", "note", "--scope", "user", cwd=tmp_path, env=other))
+        ok(
+            run_recall(
+                "remember", "--content", text, "--type", "note", "--scope", "user", cwd=tmp_path, env=other
+            )
+        )
     target = tmp_path / "other.jsonl"
-    proc = run("export", "--output", str(target), cwd=tmp_path, env=other)
+    proc = run_recall("export", "--output", str(target), cwd=tmp_path, env=other)
     assert proc.returncode == 0, proc.stderr
     return target
 
@@ -241,7 +246,7 @@ def test_a_soak_of_eight_writers_loses_nothing_reverts_nothing_and_leaves_no_pur
     ) == [(0,)]
 
     # verify is intact.
-    report = ok(run("verify", "--store", str(store), cwd=tmp_path))
+    report = ok(run_recall("verify", "--store", str(store), cwd=tmp_path))
     assert report["intact"] is True and report["events"] > WRITERS * OPS // 2
 
     # The mirror matches the store: one file per live head, its rendering, at the name its title gives.

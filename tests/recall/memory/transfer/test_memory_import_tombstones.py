@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.memory import PgTarget, answer, dump, log_entries, rows
+from tests.helpers.cli import answer
+from tests.helpers.memory import PgTarget, dump, log_entries, rows
 
 VERSIONS = "SELECT id, version, state, body, superseded_by FROM memory ORDER BY id, version"
 

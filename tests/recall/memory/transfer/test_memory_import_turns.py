@@ -20,7 +20,8 @@ from korg_bridge.recall.memory.transfer.foreign import Plan, plan_foreign
 from korg_bridge.recall.memory.transfer.formats import read_source
 from korg_bridge.recall.memory.transfer.importer import IMPORT_ACTOR, prepare_import
 from korg_bridge.recall.memory.transfer.staging import finish_plan, stage_plan, write_plan
-from tests.helpers.memory import PgTarget, answer, korg_recall, ok, opened, rows, run
+from tests.helpers.cli import answer, korg_recall, ok, run_recall
+from tests.helpers.memory import PgTarget, opened, rows
 
 SUBJECTS = ("billing-api", "auth-service", "checkout", "the CI pipeline", "the rate limiter", "postgres")
 FACTS = (
@@ -61,7 +62,7 @@ def test_writers_are_not_locked_out_while_a_large_import_runs(
     number = 0
     while importer.poll() is None and number < 200:
         started = time.monotonic()
-        done = run(
+        done = run_recall(
             "remember", "--content", f"Concurrent note {number} about kiwis.", "--type", "note", cwd=project
         )
         writes.append((started, time.monotonic(), done.returncode, done.stderr))
@@ -82,7 +83,7 @@ def test_an_import_killed_at_any_moment_lands_whole_or_not_at_all(
     project: Path, store: Path | PgTarget, tmp_path: Path
 ) -> None:
     source = mem0_file(tmp_path / "mem0.json", 1500)
-    ok(run("remember", "--content", "A fact before the import.", "--type", "note", cwd=project))
+    ok(run_recall("remember", "--content", "A fact before the import.", "--type", "note", cwd=project))
     rng = random.Random()
     for delay in sorted(rng.uniform(0.2, 4.0) for _ in range(3)):
         importer = subprocess.Popen(
@@ -100,7 +101,7 @@ def test_an_import_killed_at_any_moment_lands_whole_or_not_at_all(
         imported = rows(store, "SELECT count(*) FROM memory WHERE actor = ?", (IMPORT_ACTOR,))[0][0]
         if imported:
             break
-    final = ok(run("import", str(source), "--scope", "user", cwd=project))
+    final = ok(run_recall("import", str(source), "--scope", "user", cwd=project))
     whole = rows(store, "SELECT count(*) FROM memory WHERE actor = ?", (IMPORT_ACTOR,))[0][0]
     assert imported in (0, whole), f"a killed import left {imported} of {whole} rows"
     assert final["created"] == (0 if imported else whole)
@@ -130,7 +131,7 @@ def test_a_text_someone_remembers_while_the_import_is_planned_is_not_duplicated(
     )
     opened_store, plan = plan_against_a_snapshot(path, store)
     ok(
-        run(
+        run_recall(
             "remember",
             "--content",
             "Deploys need two approvals.",
@@ -223,7 +224,7 @@ def test_a_text_remembered_while_the_import_stages_on_a_team_store_is_not_duplic
             staged = stage_plan(conn, plan)
             # Another writer goes on while the import stages: the tenant's lock is not taken yet.
             ok(
-                run(
+                run_recall(
                     "remember",
                     "--content",
                     "Deploys need two approvals.",

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from korg_bridge.recall.memory.storable import MAX_DEPTH, MAX_STORED_DEPTH
-from tests.helpers.memory import PgTarget, answer, call, dump, ok, rows, run
+from tests.helpers.cli import answer, call_recall, ok, run_recall
+from tests.helpers.memory import PgTarget, dump, rows
 
 NESTED_OK = "[" * (MAX_DEPTH - 1) + "1" + "]" * (MAX_DEPTH - 1)
 """As deep as metadata may nest: inside the metadata object, MAX_DEPTH levels in all."""
@@ -126,45 +127,47 @@ def stored_json_is_strict(store: Path | PgTarget) -> None:
 
 def every_reader_survives(project: Path, store: Path | PgTarget, tmp_path: Path) -> None:
     """Each reader of the store, as a real process, succeeds and prints strict JSON."""
-    listing = ok(run("memories", "--scope", "user", "--include-retired", cwd=project))
-    ok(run("memories", cwd=project))
+    listing = ok(run_recall("memories", "--scope", "user", "--include-retired", cwd=project))
+    ok(run_recall("memories", cwd=project))
     ids = sorted({line.split()[0] for line in listing["lines"]})
     assert ids
     flags = [flag for memory_id in ids[:20] for flag in ("--ids", memory_id)]
-    full = ok(run("memories", "--scope", "user", *flags, cwd=project))
+    full = ok(run_recall("memories", "--scope", "user", *flags, cwd=project))
     assert json.dumps(full)
-    ok(run("memories", "--stats", cwd=project))
+    ok(run_recall("memories", "--stats", cwd=project))
     for flags in (["--kinds", "memory", "--scope", "user"], [], ["--json"]):
-        found = run("recall", "--query", "memory deploy", *flags, cwd=project)
+        found = run_recall("recall", "--query", "memory deploy", *flags, cwd=project)
         assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["memories"]
-    context = run("context", cwd=project)
+    context = run_recall("context", cwd=project)
     assert context.returncode == 0, context.stderr
-    stats = run("stats", cwd=project)
+    stats = run_recall("stats", cwd=project)
     assert stats.returncode == 0, stats.stderr
-    exported = run("export", cwd=project)
+    exported = run_recall("export", cwd=project)
     assert exported.returncode == 0, exported.stderr
     lines = [strict(line) for line in exported.stdout.splitlines()]
     assert lines[0]["versions"] == len(lines) - 1 - lines[0]["links"]
     export_file = tmp_path / f"again-{len(list(tmp_path.iterdir()))}.jsonl"
     export_file.write_text(exported.stdout, encoding="utf-8")
-    again = ok(run("import", str(export_file), cwd=project))  # into the store it came from
+    again = ok(run_recall("import", str(export_file), cwd=project))  # into the store it came from
     assert (again["new"], again["conflict"]) == (0, 0)
     elsewhere = tmp_path / f"elsewhere-{len(list(tmp_path.iterdir()))}" / "memory.sqlite"
-    moved = ok(run("import", str(export_file), cwd=project, env={"KORG_RECALL_STORE": str(elsewhere)}))
+    moved = ok(run_recall("import", str(export_file), cwd=project, env={"KORG_RECALL_STORE": str(elsewhere)}))
     assert moved["versions"] == lines[0]["versions"]
-    ok(run("memories", "--scope", "user", cwd=project, env={"KORG_RECALL_STORE": str(elsewhere)}))
+    ok(run_recall("memories", "--scope", "user", cwd=project, env={"KORG_RECALL_STORE": str(elsewhere)}))
     flags = (
         ["--store", store.url]
         if isinstance(store, PgTarget)
         else ["--path", str(store.parent / "memory-ops.jsonl")]
     )
-    assert ok(run("verify", *flags, cwd=project))["intact"] is True
+    assert ok(run_recall("verify", *flags, cwd=project))["intact"] is True
     if isinstance(store, Path):  # the operation log is a history source: its events can be shown
-        hits = ok(run("recall", "--kinds", "history", "--query", "memory import", "--json", cwd=project))
+        hits = ok(
+            run_recall("recall", "--kinds", "history", "--query", "memory import", "--json", cwd=project)
+        )
         refs = [hit["ref"] for hit in hits.get("hits", []) if "ref" in hit]
         if refs:
-            ok(run("show", refs[0], cwd=project))
+            ok(run_recall("show", refs[0], cwd=project))
 
 
 def test_every_reader_survives_every_value_an_import_can_carry(
@@ -179,7 +182,7 @@ def test_every_reader_survives_every_value_an_import_can_carry(
         our_export(sources / "export.jsonl"),
     ):
         flags = [] if made.name == "export.jsonl" else ["--scope", "user"]
-        report = ok(run("import", str(made), *flags, cwd=project))
+        report = ok(run_recall("import", str(made), *flags, cwd=project))
         assert report["status"] == "imported"
     stored_json_is_strict(store)
     bodies = [body for (body,) in rows(store, "SELECT body FROM memory")]
@@ -234,13 +237,13 @@ def test_metadata_nested_deeper_than_the_stores_keep_is_refused_naming_the_file_
     path.write_text(
         f'[{{"memory": "fine"}}, {{"memory": "deep one", "metadata": {{"m": {deep}}}}}]', encoding="utf-8"
     )
-    code, out, err = call(capsys, "import", str(path))
+    code, out, err = call_recall(capsys, "import", str(path))
     assert (code, out) == (2, "")
     assert f"{path} item 2: its metadata is nested {MAX_DEPTH + 2} levels deep" in err
     assert len(err.strip().splitlines()) == 1
     deeper = "[" * 100_000 + "]" * 100_000  # beyond what a decoder follows
     path.write_text(f'[{{"memory": "x", "metadata": {deeper}}}]', encoding="utf-8")
-    code, _, err = call(capsys, "import", str(path))
+    code, _, err = call_recall(capsys, "import", str(path))
     assert code == 2 and "nested too deeply to read" in err and "Traceback" not in err
     exported = tmp_path / "e.jsonl"
     our_export(exported)
@@ -249,7 +252,7 @@ def test_metadata_nested_deeper_than_the_stores_keep_is_refused_naming_the_file_
         '"provenance": [', f'"provenance": [{{"deep": {deepest}}}, ', 1
     )
     exported.write_text(text, encoding="utf-8")
-    code, _, err = call(capsys, "import", str(exported))
+    code, _, err = call_recall(capsys, "import", str(exported))
     assert code == 2 and f"{exported} line 2: provenance is nested" in err
     assert dump(store) == before
 
@@ -259,7 +262,7 @@ def test_a_number_too_long_to_read_in_front_matter_is_a_usage_error(
 ) -> None:
     path = tmp_path / "n.md"
     path.write_text("---\npinned: " + "9" * 5000 + "\n---\nA body.\n", encoding="utf-8")
-    code, out, err = call(capsys, "import", str(path))
+    code, out, err = call_recall(capsys, "import", str(path))
     assert (code, out) == (2, "")
     assert f"{path}: unreadable front matter (a number too long to read)" in err
 
@@ -285,5 +288,5 @@ def test_an_export_integer_beyond_what_the_stores_hold_names_the_line_and_field(
         1,
     )
     exported.write_text(header + "\n" + line + "\n", encoding="utf-8")
-    code, _, err = call(capsys, "import", str(exported))
+    code, _, err = call_recall(capsys, "import", str(exported))
     assert code == 2 and f"{exported} line 2: {field} is not an integer" in err

@@ -13,19 +13,8 @@ import pytest
 
 from korg_bridge.recall.cli.app import kit
 from korg_bridge.recall.memory.records import COLUMNS
-from tests.helpers.memory import (
-    PgTarget,
-    answer,
-    call,
-    dump,
-    exists,
-    holds,
-    log_entries,
-    ok,
-    rows,
-    run,
-    tree_bytes,
-)
+from tests.helpers.cli import answer, call_recall, ok, run_recall
+from tests.helpers.memory import PgTarget, dump, exists, holds, log_entries, rows, tree_bytes
 
 DATA = Path(__file__).resolve().parent / "data"
 ALL_COLUMNS = ", ".join(COLUMNS)
@@ -192,7 +181,7 @@ def test_an_export_cut_short_is_refused_and_nothing_is_imported(
     lines = exported.read_text(encoding="utf-8").splitlines()
     exported.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
     other = use_store(monkeypatch, tmp_path / "b" / "memory.sqlite")
-    code, out, err = call(capsys, "import", str(exported))
+    code, out, err = call_recall(capsys, "import", str(exported))
     assert (code, out) == (2, "")
     assert "is incomplete" in err and "export it again" in err
     assert not other.exists()  # checked before the store was opened
@@ -225,7 +214,7 @@ def test_a_malformed_version_line_names_the_file_line_and_field(
     row[field] = value
     exported.write_text("\n".join([lines[0], json.dumps(row)]) + "\n", encoding="utf-8")
     before = contents(store)
-    code, _, err = call(capsys, "import", str(exported))
+    code, _, err = call_recall(capsys, "import", str(exported))
     assert code == 2 and f"{exported} line 2: {phrase}" in err
     assert contents(store) == before
 
@@ -255,7 +244,7 @@ def test_export_never_overwrites_a_file(
     remember(capsys, "Backups run nightly at 01:00.")
     target = tmp_path / "mine.jsonl"
     target.write_text("my notes\n", encoding="utf-8")
-    code, out, err = call(capsys, "export", "--output", str(target))
+    code, out, err = call_recall(capsys, "export", "--output", str(target))
     assert (code, out) == (2, "") and "never overwrites" in err
     assert target.read_text(encoding="utf-8") == "my notes\n"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".mine")) == []
@@ -264,13 +253,13 @@ def test_export_never_overwrites_a_file(
 def test_export_to_stdout_is_the_jsonl_itself_and_never_creates_a_store(
     project: Path, store: Path, tmp_path: Path
 ) -> None:
-    empty = run("export", cwd=project)
+    empty = run_recall("export", cwd=project)
     assert empty.returncode == 0 and json.loads(empty.stdout)["versions"] == 0
     if isinstance(store, Path):  # a team store exists before its tenant writes anything
         assert "the export is empty" in empty.stderr
     assert not exists(store)
-    ok(run("remember", "--content", "Deploys need two approvals.", "--type", "project", cwd=project))
-    full = run("export", cwd=project)
+    ok(run_recall("remember", "--content", "Deploys need two approvals.", "--type", "project", cwd=project))
+    full = run_recall("export", cwd=project)
     lines = [json.loads(line) for line in full.stdout.splitlines()]
     assert full.returncode == 0 and full.stderr == ""
     assert [line.get("record") for line in lines] == [None, "version"]
@@ -312,13 +301,13 @@ def test_markdown_export_needs_an_absent_or_empty_folder(
     capsys: pytest.CaptureFixture[str], project: Path, store: Path, tmp_path: Path, occupied: bool
 ) -> None:
     remember(capsys, "Backups run nightly at 01:00.")
-    code, _, err = call(capsys, "export", "--format", "markdown")
+    code, _, err = call_recall(capsys, "export", "--format", "markdown")
     assert code == 2 and "pass --output DIR" in err
     folder = tmp_path / "out"
     folder.mkdir()
     if occupied:
         (folder / "keep.txt").write_text("mine", encoding="utf-8")
-        code, _, err = call(capsys, "export", "--format", "markdown", "--output", str(folder))
+        code, _, err = call_recall(capsys, "export", "--format", "markdown", "--output", str(folder))
         assert code == 2 and "is not empty" in err
         assert tree_bytes(folder) == {"keep.txt": b"mine"}
     else:
@@ -494,7 +483,7 @@ def test_malformed_input_names_the_file_and_line_and_imports_nothing(
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     before = dump(store)
-    code, out, err = call(capsys, "import", str(path))
+    code, out, err = call_recall(capsys, "import", str(path))
     assert (code, out) == (2, ""), err
     assert err.startswith("korg-recall: error: ") and str(path) in err and phrase in err, err
     assert len(err.strip().splitlines()) == 1
@@ -506,13 +495,13 @@ def test_import_refuses_what_is_not_a_regular_file_or_does_not_exist(
 ) -> None:
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
-    code, _, err = call(capsys, "import", str(fifo))
+    code, _, err = call_recall(capsys, "import", str(fifo))
     assert code == 2 and "not a regular file" in err
-    code, _, err = call(capsys, "import", str(tmp_path / "nope.jsonl"))
+    code, _, err = call_recall(capsys, "import", str(tmp_path / "nope.jsonl"))
     assert code == 2 and "does not exist" in err
     empty = tmp_path / "empty"
     empty.mkdir()
-    code, _, err = call(capsys, "import", str(empty))
+    code, _, err = call_recall(capsys, "import", str(empty))
     assert code == 2 and "holds no Markdown" in err
     assert not exists(store)
 
@@ -532,14 +521,14 @@ def test_every_import_is_logged_without_its_text(
         if isinstance(store, PgTarget)
         else ["--path", str(store.parent / "memory-ops.jsonl")]
     )
-    assert ok(run("verify", *flags, cwd=project))["intact"] is True
+    assert ok(run_recall("verify", *flags, cwd=project))["intact"] is True
 
 
 def test_import_is_refused_when_writes_are_off(
     capsys: pytest.CaptureFixture[str], project: Path, store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KORG_RECALL_WRITES", "off")
-    code, _, err = call(capsys, "import", str(DATA / "mem0-export.json"))
+    code, _, err = call_recall(capsys, "import", str(DATA / "mem0-export.json"))
     assert code == 3 and "KORG_RECALL_WRITES=off" in err
     assert not exists(store)
 
@@ -562,12 +551,12 @@ def test_export_and_import_are_command_line_only() -> None:
 def test_import_and_export_run_as_real_processes(project: Path, store: Path, tmp_path: Path) -> None:
     copy = tmp_path / "claude"
     shutil.copytree(DATA / "claude-code-memory", copy)
-    report = ok(run("import", str(copy), "--scope", "user", cwd=project))
+    report = ok(run_recall("import", str(copy), "--scope", "user", cwd=project))
     assert report["created"] == 4
     exported = tmp_path / "out.jsonl"
-    ok(run("export", "--output", str(exported), cwd=project))
+    ok(run_recall("export", "--output", str(exported), cwd=project))
     elsewhere = tmp_path / "b" / "memory.sqlite"
-    restored = ok(run("import", str(exported), cwd=project, env={"KORG_RECALL_STORE": str(elsewhere)}))
+    restored = ok(run_recall("import", str(exported), cwd=project, env={"KORG_RECALL_STORE": str(elsewhere)}))
     assert restored["new"] == 4
     assert versions_of(elsewhere) == versions_of(store)  # a team store's export restores into a file alike
 
@@ -578,7 +567,7 @@ def test_an_export_keeps_its_scopes_so_scope_is_refused_for_it(
     remember(capsys, "Backups run nightly at 01:00.")
     exported = tmp_path / "e.jsonl"
     export_to(capsys, exported)
-    code, out, err = call(capsys, "import", str(exported), "--scope", "user")
+    code, out, err = call_recall(capsys, "import", str(exported), "--scope", "user")
     assert (code, out) == (2, "") and "--scope does not apply" in err
 
 

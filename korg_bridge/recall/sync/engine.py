@@ -63,18 +63,27 @@ if TYPE_CHECKING:
 __all__ = ["init", "status", "sync"]
 
 
-def _open_store(env: Mapping[str, str]) -> SqliteStore:
-    """Raises:
-    ConfigError: the store is a team store (PostgreSQL), or cannot be used."""
+def _refuse_team_store(env: Mapping[str, str]) -> Path:
+    """The SQLite store's path.
+
+    Raises:
+        ConfigError: the store is a team store (PostgreSQL).
+    """
     where = store_location(env)
     if where.path is None:
         raise ConfigError(
             "sync is for a personal SQLite store; KORG_RECALL_STORE is a PostgreSQL team store, which every machine "
             "already shares, so there is nothing to sync."
         )
+    return where.path
+
+
+def _open_store(env: Mapping[str, str]) -> SqliteStore:
+    """Raises:
+    ConfigError: the store is a team store (PostgreSQL), or cannot be used."""
     from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
 
-    return SqliteStore(where.path)
+    return SqliteStore(_refuse_team_store(env))
 
 
 def _check_format(files: Mapping[str, bytes], keys: Keys, label: str) -> bool:
@@ -121,6 +130,7 @@ def init(env: Mapping[str, str], remote: str, join: str | None) -> dict[str, Any
         NetworkError: the remote cannot be reached.
         DependencyMissing: ``cryptography`` is missing.
     """
+    _refuse_team_store(env)
     require_crypto()
     keys = Keys.from_join_key(join) if join else Keys.fresh()
     _open_store(env).close()
@@ -142,13 +152,12 @@ def init(env: Mapping[str, str], remote: str, join: str | None) -> dict[str, Any
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     handle = open_remote(target, folder / "git", config.machine)
     files = handle.pull()
-    known = _check_format(files, keys, handle.label)
-    if known and not join:
+    if FORMAT_PATH in files and not join:
         raise ConfigError(
             f"the sync remote {handle.label} holds another machine's memories already. Pass --join KEY with the key "
             "that machine prints (`korg-recall sync status --key`)."
         )
-    if not known:
+    if not _check_format(files, keys, handle.label):
         handle.push({FORMAT_PATH: format_text(keys.check_value).encode("ascii")}, "korg-sync: format 1")
     save_keys(folder, keys)
     save_config(env, config)
@@ -223,6 +232,7 @@ def sync(env: Mapping[str, str], ctx: Context) -> dict[str, Any]:
         NetworkError: the remote cannot be reached (nothing applied).
         DependencyMissing: ``cryptography`` or ``git`` is missing.
     """
+    _refuse_team_store(env)
     require_crypto()
     config = load_config(env)
     folder = sync_dir(env)
@@ -356,6 +366,7 @@ def status(env: Mapping[str, str], *, show_key: bool) -> dict[str, Any]:
     Raises:
         ConfigError: not set up, or a PG store.
     """
+    _refuse_team_store(env)
     require_crypto()
     config = load_config(env)
     keys = load_keys(sync_dir(env) / "keys")

@@ -17,6 +17,7 @@ timeout on every call.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -183,6 +184,14 @@ class GitRemote(Remote):
 
     def _ensure_clone(self) -> None:
         if (self.clone / ".git").is_dir():
+            # The clone is this machine's alone and its sync lock is held: a lock file in it was left
+            # by a git that died with a killed sync, and would stop every git call after it.
+            for stale in (".git/index.lock", ".git/HEAD.lock", ".git/shallow.lock", ".git/config.lock"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.clone / stale)
+            for stale_ref in (self.clone / ".git" / "refs").rglob("*.lock"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(stale_ref)
             return
         try:
             self.clone.mkdir(parents=True, exist_ok=True, mode=0o700)

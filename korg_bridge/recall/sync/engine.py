@@ -31,7 +31,7 @@ from korg_bridge.recall.paths import MIRROR_NAME, expand, store_location
 from korg_bridge.recall.sync.keys import Keys, load_keys, require_crypto, save_keys
 from korg_bridge.recall.sync.projects import ProjectMap
 from korg_bridge.recall.sync.remote import Remote, is_git_remote, open_remote
-from korg_bridge.recall.sync.replicate import apply_records, export_changes
+from korg_bridge.recall.sync.replicate import Applied, apply_records, export_changes
 from korg_bridge.recall.sync.state import (
     FORMAT_VERSION,
     SyncConfig,
@@ -293,19 +293,7 @@ def sync(env: Mapping[str, str], ctx: Context) -> dict[str, Any]:
         if purged_now - purged:
             checks.update(store.after_purge())
         if applied.touched or applied.purged:
-            from korg_bridge.recall.memory.writes import finish
-
-            checks.update(
-                finish(
-                    store,
-                    ctx,
-                    ids=sorted(applied.touched - set(applied.purged)),
-                    problems=[
-                        f"{path}: left as it is (not written by korg-recall)" for path in applied.left_files
-                    ],
-                    purged=applied.purged,
-                )
-            )
+            checks.update(_after_apply(store, ctx, applied))
         else:
             store.flush_log(ctx.env)
         pushed = _push(handle, store, config.machine, keys, files, has_format)
@@ -324,6 +312,33 @@ def sync(env: Mapping[str, str], ctx: Context) -> dict[str, Any]:
     if checks:
         result["checks"] = checks
     return result
+
+
+def _after_apply(store: SqliteStore, ctx: Context, applied: Applied) -> dict[str, Any]:
+    """What follows any write: mirror files, the operation log, Claude Code write-back (when this
+    machine has it on). A first sync of thousands of memories writes the mirror as an import does:
+    a batch now, the rest over the next calls, instead of holding the store for minutes."""
+    import dataclasses
+
+    from korg_bridge.recall.memory.mirror import files as mirror
+    from korg_bridge.recall.memory.writes import finish
+
+    ids = sorted(applied.touched - set(applied.purged))
+    big = len(ids) > mirror.WRITE_BATCH
+    checks = finish(
+        store,
+        dataclasses.replace(ctx, mirror=False) if big else ctx,
+        ids=ids,
+        problems=[f"{path}: left as it is (not written by korg-recall)" for path in applied.left_files],
+        purged=applied.purged,
+    )
+    if big and ctx.mirror:
+        problems = mirror.reconcile(store)
+        waiting = mirror.waiting(store)
+        checks["mirror"] = problems or (
+            f"{waiting} memories' files are written over the next calls" if waiting else "up to date"
+        )
+    return checks
 
 
 def _forget_purged(keys: Keys, purged: set[str]) -> bool:

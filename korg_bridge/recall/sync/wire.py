@@ -99,6 +99,8 @@ class Record:
     uid: str
     sealed: bytes
     mark: Mark
+    head: bytes = b""
+    """The header exactly as written: what the HMAC covers and the payload's associated data."""
 
     @property
     def order(self) -> tuple[int, str, int]:
@@ -140,11 +142,9 @@ def make_record(
     return line, hashlib.sha256(line).hexdigest()
 
 
-def open_payload(record: Record, dek: bytes, prev: str) -> dict[str, Any] | None:
+def open_payload(record: Record, dek: bytes) -> dict[str, Any] | None:
     """The operation a record carries, or None when ``dek`` does not open it."""
-    header = record.header()
-    header["p"] = prev
-    plain = aead_open(dek, record.sealed, canonical(header))
+    plain = aead_open(dek, record.sealed, record.head)
     if plain is None:
         return None
     value = json.loads(plain)
@@ -183,11 +183,15 @@ def verify(
         if len(line) > MAX_LINE_BYTES:
             raise refuse(f"record {seq + 1} is longer than any record")
         try:
-            obj = json.loads(line)
-            header = obj["h"]
-            head = canonical(header)
-            text = str(obj["c"]).encode("ascii")
-            tag = str(obj["t"])
+            # The line is exactly what make_record writes: the header's bytes are taken as they are
+            # (the HMAC covers them), never re-encoded.
+            split_h, split_t = line.find(b'","h":'), line.rfind(b',"t":"')
+            if not line.startswith(b'{"c":"') or split_h < 0 or split_t < split_h or not line.endswith(b'"}'):
+                raise ValueError("not a record line")
+            text = line[6:split_h]
+            head = line[split_h + 6 : split_t]
+            tag = line[split_t + 6 : -2].decode("ascii")
+            header = json.loads(head)
             sealed = base64.b64decode(text, validate=True)
             record = Record(
                 machine=str(header["m"]),
@@ -198,6 +202,7 @@ def verify(
                 uid=str(header["u"]),
                 sealed=sealed,
                 mark=Mark(int(header["s"]), hashlib.sha256(line).hexdigest(), pos, end),
+                head=head,
             )
             claimed_prev = str(header["p"])
         except (ValueError, KeyError, TypeError, UnicodeEncodeError, binascii.Error):

@@ -31,7 +31,7 @@ from korg_bridge.recall.paths import MIRROR_NAME, expand, store_location
 from korg_bridge.recall.sync.keys import Keys, load_keys, require_crypto, save_keys
 from korg_bridge.recall.sync.projects import ProjectMap
 from korg_bridge.recall.sync.remote import Remote, is_git_remote, open_remote
-from korg_bridge.recall.sync.replicate import Applied, apply_records, export_changes
+from korg_bridge.recall.sync.replicate import Applied, apply_records, export_changes, watch_changes
 from korg_bridge.recall.sync.state import (
     FORMAT_VERSION,
     SyncConfig,
@@ -133,7 +133,8 @@ def init(env: Mapping[str, str], remote: str, join: str | None) -> dict[str, Any
     _refuse_team_store(env)
     require_crypto()
     keys = Keys.from_join_key(join) if join else Keys.fresh()
-    _open_store(env).close()
+    with _open_store(env) as store, store.write() as conn:
+        watch_changes(conn)  # from here on every write is noted for the first sync
     folder = sync_dir(env)
     if (folder / "config.json").exists():
         config = load_config(env)
@@ -249,13 +250,19 @@ def sync(env: Mapping[str, str], ctx: Context) -> dict[str, Any]:
                     "SELECT machine, seq, hash, start, stop FROM sync_peers"
                 ).fetchall()
             }
-            scopes = [str(row[0]) for row in tx.execute("SELECT DISTINCT scope FROM memory").fetchall()]
+            scopes = [
+                str(row[0])
+                for row in tx.execute(
+                    "SELECT DISTINCT scope FROM memory WHERE superseded_by IS NULL AND scope LIKE 'project:%'"
+                ).fetchall()
+            ]
         _forget_purged(keys, purged)
         _merge_keyrings(files, config.machine, keys, purged)
         records = _verified(files, config.machine, keys, marks)
         pmap = ProjectMap(config.projects, [*scopes, ctx.project])
         root = store.folder / MIRROR_NAME
         with store.write() as conn:
+            watch_changes(conn)
             out = export_changes(
                 conn, machine=config.machine, keys=keys, pmap=pmap, genesis=genesis(config.machine)
             )
@@ -353,14 +360,21 @@ def _forget_purged(keys: Keys, purged: set[str]) -> bool:
 def _push(
     handle: Remote, store: SqliteStore, machine: str, keys: Keys, files: Mapping[str, bytes], has_format: bool
 ) -> list[str]:
-    with store.reading() as tx:
-        lines = [bytes(row[0]) for row in tx.execute("SELECT line FROM sync_out ORDER BY seq").fetchall()]
-    own = b"".join(line + b"\n" for line in lines)
     out: dict[str, bytes] = {}
     if not has_format:
         out[FORMAT_PATH] = format_text(keys.check_value).encode("ascii")
-    if own and files.get(ops_path(machine)) != own:
-        out[ops_path(machine)] = own
+    there = files.get(ops_path(machine))
+    with store.reading() as tx:
+        count = int(tx.execute("SELECT coalesce(max(seq), 0) FROM sync_out").fetchone()[0])
+        last = tx.execute("SELECT line FROM sync_out WHERE seq = ?", (count,)).fetchone()
+        # The remote's copy of this machine's file was read whole (the pull); it is rebuilt only when
+        # it does not end with this machine's last record -- a sync with nothing new stays cheap.
+        same = last is None or (there is not None and there.endswith(b"\n" + bytes(last[0]) + b"\n"))
+        if count == 1 and there is not None and last is not None:
+            same = there == bytes(last[0]) + b"\n"
+        if count and not same:
+            lines = [bytes(row[0]) for row in tx.execute("SELECT line FROM sync_out ORDER BY seq").fetchall()]
+            out[ops_path(machine)] = b"".join(line + b"\n" for line in lines)
     current = files.get(keyring_path(machine))
     found = keyring_epoch(current) if current is not None else None
     same = (
@@ -371,7 +385,7 @@ def _push(
             "ascii"
         )
     if out:
-        handle.push(out, f"korg-sync: {machine} at record {len(lines)}")
+        handle.push(out, f"korg-sync: {machine} at record {count}")
     return sorted(out)
 
 

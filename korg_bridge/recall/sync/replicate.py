@@ -48,7 +48,7 @@ from korg_bridge.recall.sync.wire import Mark, Record, make_record, open_payload
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Tx
 
-__all__ = ["Applied", "apply_records", "export_changes", "order_text"]
+__all__ = ["Applied", "apply_records", "export_changes", "order_text", "watch_changes"]
 
 _LOCAL_ONLY = ("use_count", "last_used_at", "superseded_by", "superseded_at")
 """Columns a put leaves out: use is this machine's, supersession travels as meta."""
@@ -64,7 +64,8 @@ _CHANGED_SQL = (
     f"SELECT m.rowid, m.id, m.state, m.retired_at, m.provenance, m.superseded_at, s2.uid, s.uid, {_DIGEST_EXPR} "
     "FROM sync_versions s JOIN memory m ON m.rowid = s.rowid "
     "LEFT JOIN memory m2 ON m2.id = m.id AND m2.version = m.superseded_by "
-    f"LEFT JOIN sync_versions s2 ON s2.rowid = m2.rowid WHERE m.state <> 'purged' AND s.digest <> {_DIGEST_EXPR}"
+    "LEFT JOIN sync_versions s2 ON s2.rowid = m2.rowid WHERE m.rowid IN (SELECT rowid FROM sync_dirty) "
+    f"AND m.state <> 'purged' AND s.digest <> {_DIGEST_EXPR}"
 )
 
 
@@ -132,6 +133,28 @@ class _Writer:
         return order_text(self.lamport, self.machine, self.seq), uid
 
 
+_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS sync_dirty_insert AFTER INSERT ON memory "
+    "BEGIN INSERT OR IGNORE INTO sync_dirty (rowid) VALUES (new.rowid); END",
+    "CREATE TRIGGER IF NOT EXISTS sync_dirty_update AFTER UPDATE OF state, retired_at, provenance, superseded_by, "
+    "superseded_at ON memory BEGIN INSERT OR IGNORE INTO sync_dirty (rowid) VALUES (new.rowid); END",
+)
+
+
+def watch_changes(conn: Tx) -> None:
+    """Make the store note every row written or changed from now on (``sync_dirty``), and -- the
+    first time -- every row it holds already: the triggers catch every writer, in this process or
+    another, without a hook in any of them."""
+    found = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN ('sync_dirty_insert', 'sync_dirty_update')"
+    ).fetchone()[0]
+    if int(found) == len(_TRIGGERS):
+        return
+    for statement in _TRIGGERS:
+        conn.execute(statement)
+    conn.execute("INSERT OR IGNORE INTO sync_dirty (rowid) SELECT rowid FROM memory")
+
+
 def export_changes(conn: Tx, *, machine: str, keys: Keys, pmap: ProjectMap, genesis: str) -> _Writer:
     """Turn this machine's changes since the last sync into records in ``sync_out``."""
     last = conn.execute("SELECT seq, hash FROM sync_out ORDER BY seq DESC LIMIT 1").fetchone()
@@ -140,7 +163,8 @@ def export_changes(conn: Tx, *, machine: str, keys: Keys, pmap: ProjectMap, gene
     out.lamport = _lamport(conn)
     fresh = select_versions(
         conn,
-        f"rowid NOT IN (SELECT rowid FROM sync_versions) AND {_SYNCED.replace('m.', '')} ORDER BY rowid",
+        "rowid IN (SELECT rowid FROM sync_dirty) AND rowid NOT IN (SELECT rowid FROM sync_versions) "
+        f"AND {_SYNCED.replace('m.', '')} ORDER BY rowid",
     )
     for version in fresh:
         assert version.rowid is not None
@@ -182,6 +206,7 @@ def export_changes(conn: Tx, *, machine: str, keys: Keys, pmap: ProjectMap, gene
         str(row[0])
         for row in conn.execute(
             "SELECT DISTINCT s.id FROM sync_versions s JOIN memory m ON m.rowid = s.rowid WHERE m.state = 'purged' "
+            "AND m.rowid IN (SELECT rowid FROM sync_dirty) "
             "AND s.made <> '' AND s.id NOT IN (SELECT id FROM sync_purged) ORDER BY s.id"
         ).fetchall()
     ]
@@ -189,6 +214,7 @@ def export_changes(conn: Tx, *, machine: str, keys: Keys, pmap: ProjectMap, gene
         out.emit("purge", memory_id, None)
         conn.execute("INSERT INTO sync_purged (id) VALUES (?) ON CONFLICT DO NOTHING", (memory_id,))
     _set_lamport(conn, out.lamport)
+    conn.execute("DELETE FROM sync_dirty")
     return out
 
 
@@ -251,6 +277,7 @@ def apply_records(
             mark_dirty(conn, memory_id)
     if done.purged:
         conn.text.after_purge(conn)
+    conn.execute("DELETE FROM sync_dirty")  # what was applied here is not a change to send back
     return done
 
 

@@ -214,6 +214,9 @@ MIGRATIONS: list[Migration] = [
             """,
             # Memories whose purge went through sync: their data keys are destroyed; the count is the epoch.
             "CREATE TABLE sync_purged (id TEXT PRIMARY KEY)",
+            # Version rows written or changed since the last sync, kept by triggers that `sync init`
+            # creates (a store that never syncs has none): a sync looks at these rows only.
+            "CREATE TABLE sync_dirty (rowid INTEGER PRIMARY KEY)",
         ),
     ),
 ]
@@ -237,6 +240,7 @@ TABLES = frozenset(
         "sync_out",
         "sync_peers",
         "sync_purged",
+        "sync_dirty",
     }
 )
 """Tables a store opened by this version must have."""

@@ -103,6 +103,7 @@ ENV_XDG_CACHE_HOME = "XDG_CACHE_HOME"
 ENV_CLAUDE_CONFIG_DIR = "CLAUDE_CONFIG_DIR"
 ENV_CLAUDE_PROJECT_DIR = "CLAUDE_PROJECT_DIR"
 ENV_CODEX_HOME = "CODEX_HOME"
+ENV_GIT_SSH_COMMAND = "GIT_SSH_COMMAND"
 
 ON_WORDS = ("1", "true", "yes", "on")
 OFF_WORDS = ("0", "false", "no", "off")
@@ -311,3 +312,9 @@ def actor_by_token(env: Mapping[str, str]) -> bool:
     """Whether a bridge token named the actor (``KORG_BRIDGE_ACTOR``): a caller over the network,
     whatever its name."""
     return bool(_text(env, ENV_BRIDGE_ACTOR))
+
+
+def git_ssh_command(env: Mapping[str, str]) -> str:
+    """``GIT_SSH_COMMAND`` for sync's ``git`` children: the person's own, else ssh that never
+    prompts (a sync from a hook or a timer must fail, not wait for a password)."""
+    return env.get(ENV_GIT_SSH_COMMAND) or "ssh -o BatchMode=yes"

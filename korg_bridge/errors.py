@@ -14,6 +14,7 @@ the message and return the code without knowing where the error came from::
     │   └── ConnectionDropped              (a team store's connection dropped: a read runs again)
     ├── DependencyMissing          exit 7  error.dependency_missing (model, extra)
     ├── Changed                    exit 1  (a file changed between reading and replacing it)
+    ├── RemoteRefused              exit 4  error.io (a sync remote's file failed its checks)
     └── ToolCallError              exit 1  (a call the model can fix: becomes isError)
         ├── ArgumentError                  (arguments fail the schema / cannot be argv)
         └── PolicyDenied                   (side effect not allowed, session refused)
@@ -134,6 +135,13 @@ class ConnectionDropped(NetworkError):
 
 class Changed(KorgError):
     """The file changed between reading it and replacing it: nothing was written."""
+
+
+class RemoteRefused(KorgError):
+    """A sync remote's file failed its checks (altered, truncated, replayed): nothing of the sync
+    was applied (exit 4, error.io)."""
+
+    exit_code = 4
 
 
 # --- internal signals: caught inside korg-bridge, never shown to a user as such ---------------

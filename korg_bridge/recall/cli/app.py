@@ -827,6 +827,10 @@ from korg_bridge.recall.cli.hooks import register as _register_hooks  # noqa: E4
 _register_brief(kit)  # context: the session-start brief (korg_bridge/recall/cli/context.py)
 _register_hooks(kit)  # hooks install|uninstall|status (korg_bridge/recall/cli/hooks.py, hooks.py)
 
+from korg_bridge.recall.sync.commands import register as _register_sync  # noqa: E402
+
+_register_sync(kit)  # sync, sync init, sync status (korg_bridge/recall/sync/)
+
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

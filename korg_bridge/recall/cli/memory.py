@@ -175,6 +175,10 @@ MEMORIES_CLI_FLAGS: dict[str, Any] = {
         "description": "Approve pending memories (KORG_RECALL_WRITES=confirm); command line only.",
     },
     "pending": {"type": "boolean", "description": "List the memories awaiting approval."},
+    "conflicts": {
+        "type": "boolean",
+        "description": "List the memories in conflict: revised on two machines from one version (sync).",
+    },
     "stats": {"type": "boolean", "description": "Describe the memory store: integrity, counts, mirror, log."},
     **JSON_CLI_FLAG,
 }
@@ -340,9 +344,9 @@ def restore_cmd(args: dict[str, Any]) -> int:
 def memories_cmd(args: dict[str, Any]) -> int:
     from korg_bridge.errors import UsageError
 
-    acts = [name for name in ("approve", "pending", "stats") if args.get(name)]
+    acts = [name for name in ("approve", "pending", "stats", "conflicts") if args.get(name)]
     if len(acts) > 1 or (acts and args.get("ids")):
-        raise UsageError("pass one of --ids, --approve, --pending or --stats at a time.")
+        raise UsageError("pass one of --ids, --approve, --pending, --conflicts or --stats at a time.")
     if args.get("stats"):
         from korg_bridge.recall.memory.stats import memory_stats
 
@@ -392,6 +396,7 @@ def memories_cmd(args: dict[str, Any]) -> int:
                 tag=args.get("tag"),
                 include_retired=bool(args.get("include_retired")),
                 pending=bool(args.get("pending")),
+                conflicts=bool(args.get("conflicts")),
                 budget_tokens=int(args.get("budget_tokens") or 800),
                 cursor=args.get("cursor"),
             )

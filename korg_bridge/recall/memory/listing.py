@@ -95,7 +95,15 @@ class _Line:
         return {"kind": self.source_kind} if self.source_kind else None
 
 
-def listing_sql(scope_count: int, *, states: int, kind: bool, tag: str | None, hide_expired: bool) -> str:
+CONFLICT_NOTE = (
+    "conflict: two machines revised this memory from the same version; both versions are kept and shown. "
+    "Revise it with the text that holds to resolve it on every machine."
+)
+
+
+def listing_sql(
+    scope_count: int, *, states: int, kind: bool, tag: str | None, hide_expired: bool, conflicts: bool = False
+) -> str:
     """``WHERE`` of an index listing: heads in the scopes and states, optionally of one type, with
     one tag (``tag``: the store's condition for it, :meth:`~.backend.Tx.tag_condition`), unexpired.
     Params: scopes, states, type, tag, now (those that apply), in that order."""
@@ -110,6 +118,8 @@ def listing_sql(scope_count: int, *, states: int, kind: bool, tag: str | None, h
         clauses.append(tag)
     if hide_expired:
         clauses.append("(expires_at IS NULL OR expires_at > ?)")
+    if conflicts:  # versions two machines wrote from one version (sync): both current until a revise
+        clauses.append("conflict = 1")
     return " AND ".join(clauses)
 
 
@@ -124,6 +134,8 @@ class IndexOptions(TypedDict, total=False):
     """Retired and expired memories too."""
     pending: bool
     """The proposals awaiting approval instead of the memories."""
+    conflicts: bool
+    """Only memories whose versions disagree after a sync (``memories --conflicts``)."""
     budget_tokens: int
     """About how many tokens the lines may take (default 800)."""
     cursor: str | None
@@ -140,6 +152,7 @@ def index_lines(
     """
     kind, tag = options.get("kind"), options.get("tag")
     include_retired, pending = options.get("include_retired", False), options.get("pending", False)
+    conflicts = options.get("conflicts", False)
     budget_tokens = options.get("budget_tokens", 800)
     cursor = options.get("cursor")
     offset = parse_cursor(cursor)
@@ -156,6 +169,7 @@ def index_lines(
             kind=bool(kind),
             tag=conn.tag_condition() if tag else None,
             hide_expired=hide_expired,
+            conflicts=conflicts,
         )
         total = conn.execute(f"SELECT count(*) FROM memory WHERE {where}", params).fetchone()[0]
         rows = conn.execute(
@@ -248,5 +262,8 @@ def read_full(
             entry["links"] = [
                 {"src": a, "dst": b, "kind": kind} for a, b, kind in links_of(conn, [memory_id])
             ]
+            if len(current) > 1:
+                entry["conflict_versions"] = [v.version for v in current]
+                entry["note"] = CONFLICT_NOTE
             out.append(entry)
     return {"memories": out}

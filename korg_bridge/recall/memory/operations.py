@@ -266,7 +266,8 @@ def revise(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, Any
         changes.update(settings)
         changes.update(meta)
         differs = {name: value for name, value in changes.items() if getattr(current, name) != value}
-        if not differs and current.state == "live":
+        # A memory in conflict (sync) is resolved by any revise, even one keeping the head's text.
+        if not differs and current.state == "live" and not current.conflict:
             return {
                 "id": memory_id,
                 "version": current.version,

@@ -181,6 +181,10 @@ def _candidates(
         if latest is None or latest.state != "live" or (latest.expires_at or "~") <= now_iso:
             continue
         out.append(Candidate(latest, best_raw, best_cosine, True, whole))
+        if latest.conflict:  # two machines revised one version (sync): every current text is shown
+            for other in lineage(conn, memory_id):
+                if other.is_head and other.state == "live" and other.version != latest.version:
+                    out.append(Candidate(other, best_raw, best_cosine, True, whole))
     return out
 
 

@@ -28,7 +28,13 @@ __all__ = ["add_version", "apply_decision", "decided_version", "live_count", "pr
 
 
 def provenance_entry(ctx: Context, source: dict[str, Any] | None) -> dict[str, Any]:
-    return {"actor": ctx.actor, "at": iso(ctx.now), "source": source}
+    from korg_bridge.recall.sync.state import machine_id_of
+
+    entry = {"actor": ctx.actor, "at": iso(ctx.now), "source": source}
+    machine = machine_id_of(ctx.env)  # a store that syncs names the machine a fact was told on
+    if machine is not None:
+        entry["machine"] = machine
+    return entry
 
 
 def version_of(ctx: Context, base: Version, number: int, **changes: Any) -> Version:

@@ -361,16 +361,20 @@ def test_no_callable_lets_an_argument_unredact_secrets() -> None:
         assert not any("secret" in name for name in entry["input_schema"].get("properties", {})), entry
 
 
-def test_only_model_pull_and_store_migrate_may_use_the_network_and_index_no_longer_downloads(
+def test_only_model_pull_store_migrate_and_sync_may_use_the_network_and_index_no_longer_downloads(
     run: Run,
 ) -> None:
-    # model pull downloads a model; store migrate talks to a team store's PostgreSQL server (an
-    # operator's command, never served as a tool). Searching and indexing never reach the network.
+    # model pull downloads a model; store migrate talks to a team store's PostgreSQL server; sync and
+    # sync init reach the person's remote (all three a person's commands, never served as tools).
+    # Searching and indexing never reach the network.
     callables = {c["command_id"]: c for c in kit.document()["callables"]}
     assert [cid for cid, c in callables.items() if c["capabilities"]["side_effects"] == "network"] == [
         "korg-recall.model.pull",
         "korg-recall.store.migrate",
+        "korg-recall.sync",
+        "korg-recall.sync.init",
     ]
+    assert all(callables[cid]["cli_only"] for cid in ("korg-recall.sync", "korg-recall.sync.init"))
     assert "download" not in callables["korg-recall.index"]["input_schema"]["properties"]
     code, _, err = run("index", "--download")
     assert code == 2

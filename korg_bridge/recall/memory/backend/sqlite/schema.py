@@ -182,6 +182,43 @@ MIGRATIONS: list[Migration] = [
             "CREATE TABLE import_identities (digest TEXT PRIMARY KEY, id TEXT NOT NULL)",
         ),
     ),
+    (
+        "m007_sync",
+        (
+            # Sync between machines (korg_bridge/recall/sync/). One row per version row that sync
+            # knows: its operation id across machines (uid), what its lineage-level columns were when
+            # last sent or applied (digest: a change is an operation to send), the order of the
+            # operation that made it and of the last one that changed it (lamport:machine:seq).
+            """
+            CREATE TABLE sync_versions (
+                rowid INTEGER PRIMARY KEY,
+                uid TEXT NOT NULL UNIQUE,
+                id TEXT NOT NULL,
+                digest TEXT NOT NULL,
+                made TEXT NOT NULL,
+                changed TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX sync_versions_id ON sync_versions(id)",
+            # This machine's records, as they go into machines/<id>.ops (ciphertext and clear headers).
+            "CREATE TABLE sync_out (seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, line BLOB NOT NULL)",
+            # How far each other machine's file was applied (its last record: seq, hash, byte span).
+            """
+            CREATE TABLE sync_peers (
+                machine TEXT PRIMARY KEY,
+                seq INTEGER NOT NULL,
+                hash TEXT NOT NULL,
+                start INTEGER NOT NULL,
+                stop INTEGER NOT NULL
+            )
+            """,
+            # Memories whose purge went through sync: their data keys are destroyed; the count is the epoch.
+            "CREATE TABLE sync_purged (id TEXT PRIMARY KEY)",
+            # Version rows written or changed since the last sync, kept by triggers that `sync init`
+            # creates (a store that never syncs has none): a sync looks at these rows only.
+            "CREATE TABLE sync_dirty (rowid INTEGER PRIMARY KEY)",
+        ),
+    ),
 ]
 
 TABLES = frozenset(
@@ -199,6 +236,11 @@ TABLES = frozenset(
         "claude_folders",
         "claude_blocks",
         "import_identities",
+        "sync_versions",
+        "sync_out",
+        "sync_peers",
+        "sync_purged",
+        "sync_dirty",
     }
 )
 """Tables a store opened by this version must have."""

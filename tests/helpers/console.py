@@ -101,3 +101,62 @@ def live_server(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=15)
         assert not thread.is_alive(), "uvicorn did not stop"
+
+
+def write_transcript(
+    folder: Path, session: str, cwd: Path, turns: list[tuple[str, str]], *, branch: str = "main"
+) -> Path:
+    """A Claude Code transcript: each turn a typed prompt, a reply and a Bash call with its result."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{session}.jsonl"
+    lines: list[dict[str, Any]] = []
+    common = {"sessionId": session, "cwd": str(cwd), "gitBranch": branch}
+    for number, (prompt, reply) in enumerate(turns):
+        stamp = f"2026-05-01T10:{number:02d}:00.000Z"
+        lines.append(
+            {
+                **common,
+                "type": "user",
+                "uuid": f"u{number}",
+                "timestamp": stamp,
+                "message": {"role": "user", "content": prompt},
+            }
+        )
+        lines.append(
+            {
+                **common,
+                "type": "assistant",
+                "uuid": f"a{number}",
+                "timestamp": stamp.replace(":00.000Z", ":10.000Z"),
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": reply},
+                        {
+                            "type": "tool_use",
+                            "id": f"tool{number}",
+                            "name": "Bash",
+                            "input": {"command": f"echo step {number}"},
+                        },
+                    ],
+                },
+            }
+        )
+        lines.append(
+            {
+                **common,
+                "type": "user",
+                "uuid": f"r{number}",
+                "timestamp": stamp.replace(":00.000Z", ":20.000Z"),
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": f"tool{number}", "content": f"step {number}"}
+                    ],
+                },
+            }
+        )
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path

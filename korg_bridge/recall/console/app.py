@@ -111,9 +111,7 @@ def build_app(settings: Settings) -> Starlette:
     state: dict[str, Any] = {"stopping": None}  # made in the lifespan: an Event binds to its loop
 
     def caller(request: Request) -> Any:
-        found = api.caller_of(request)
-        indexer.saw(found)
-        return found
+        return api.caller_of(request)
 
     async def openapi_json(request: Request) -> Response:
         return JSONResponse(openapi.document())

@@ -65,6 +65,10 @@ class Core:
         }
         self.cwd = cwd
         self.warm = Warm()
+        self.callers: dict[str, Caller] = {}
+        """Every caller seen (by warm key): whose history the background tick keeps fresh."""
+        self.refreshed: dict[str, float] = {}
+        """When each caller's history was last brought up to date (monotonic seconds)."""
 
     def close(self) -> None:
         """Close every store and index opened (at shutdown)."""
@@ -74,6 +78,7 @@ class Core:
 
     def env_for(self, caller: Caller) -> dict[str, str]:
         """The environment the operations see for ``caller`` (see the module docstring)."""
+        self.callers.setdefault(caller.warm_key, caller)
         env = dict(self.base_env)
         if caller.key:
             env[ENV_BRIDGE_TRANSPORT] = "http"

@@ -14,8 +14,10 @@ cost a lookup.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +35,7 @@ __all__ = ["event", "projects", "refresh", "remember_draft", "search", "sessions
 FOLD_CHARS = 2000
 """Texts longer than this are folded in a timeline: the first part shown, the rest a click away."""
 PAGE_MAX = 500
+FRESH_S = 2.0
 SESSIONS_KEPT = 8
 """Session lists kept (per caller and index state)."""
 TOOL_KINDS = {"user_prompt": "prompt", "llm_inference": "reply", "compact_summary": "summary"}
@@ -51,8 +54,17 @@ def _redactor(console: Console) -> Any:
 
 
 def _read(console: Console, caller: Caller, work: Any) -> Any:
+    ensure_fresh(console, caller)
     env = console.env_for(caller)
     return console.warm.with_index(caller.warm_key, env, lambda index: index.read(work))
+
+
+def ensure_fresh(console: Console, caller: Caller) -> None:
+    """Refresh the caller's history unless that was done in the last :data:`FRESH_S` (by a read or
+    the background tick): a page never shows history older than that."""
+    last = console.refreshed.get(caller.warm_key)
+    if last is None or time.monotonic() - last > FRESH_S:
+        refresh(console, caller)
 
 
 def refresh(console: Console, caller: Caller) -> dict[str, Any]:
@@ -63,7 +75,9 @@ def refresh(console: Console, caller: Caller) -> dict[str, Any]:
     def work(index: Index) -> dict[str, Any]:
         return dict(vars(index.refresh(sources)))
 
-    return console.warm.with_index(caller.warm_key, env, work)
+    found: dict[str, Any] = console.warm.with_index(caller.warm_key, env, work)
+    console.refreshed[caller.warm_key] = time.monotonic()
+    return found
 
 
 def _sources(env: Mapping[str, str]) -> list[Path]:
@@ -326,8 +340,14 @@ def search(
     start = parse_time(since) if since else None
     end = parse_time(until, end_of_day=True) if until else None
     top_n = max(1, min(int(top_n), 100))
+    root = None
+    if project and project.strip():  # as the CLI's --project: a folder, matched by its git root
+        from korg_bridge.recall.project import project_root
+
+        root = project_root(os.path.abspath(os.path.expanduser(project.strip())))
 
     sources = _sources(env)
+    ensure_fresh(console, caller)
 
     def work(index: Index) -> list[Any]:
         return run_search(
@@ -341,7 +361,7 @@ def search(
             agent_filter=[agent] if agent else (),
             since=start,
             until=end,
-            project=project or None,
+            project=root,
             embedder=embedder,
         )
 

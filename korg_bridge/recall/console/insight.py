@@ -81,9 +81,12 @@ def _not_in_brief(store: Store, scopes: list[str]) -> dict[str, int]:
 
 def health(console: Console, caller: Caller) -> dict[str, Any]:
     """Never raises for a part that cannot be read: that part says why."""
+    from korg_bridge.recall.console.history import ensure_fresh
+
     env = console.env_for(caller)
     out: dict[str, Any] = {}
     try:
+        ensure_fresh(console, caller)
         out["index"] = console.warm.with_index(caller.warm_key, env, lambda index: _index_health(index, env))
     except KorgError as exc:
         out["index"] = {"error": exc.message}

@@ -138,16 +138,12 @@ class Indexer:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.callers: dict[str, Caller] = {}
-
-    def saw(self, caller: Caller) -> None:
-        self.callers.setdefault(caller.warm_key, caller)
 
     async def run(self, stopping: anyio.Event) -> None:
         from korg_bridge.recall.console import history
 
         while not stopping.is_set():
-            for caller in list(self.callers.values()):
+            for caller in list(self.console.callers.values()):
                 try:
                     await anyio.to_thread.run_sync(history.refresh, self.console, caller)
                 except KorgError as exc:

@@ -216,11 +216,12 @@ def routes(client: httpx.Client, project: Path) -> dict[str, list[float]]:
     csrf = client.get("/api/v1/csrf").json()["csrf_token"]
     headers = {"x-csrf-token": csrf}
     pid = int(client.headers.get("x-bench-pid", "0"))
+    run_id = os.urandom(4).hex()
     before = common.proc_cpu_seconds(pid) if pid else None
     writes: list[float] = []
     for number in range(WRITE_SAMPLES + 1):
         body = {
-            "content": f"Console bench fact {number}: the build cache lives in /var/cache/b{number}.",
+            "content": f"Console bench fact {number} of run {run_id}: the cache lives in /var/cache/b{number}.",
             "type": "note",
         }
         started = time.perf_counter()
@@ -272,10 +273,11 @@ def page_weight(client: httpx.Client) -> tuple[str, int, int, list[str]]:
 
 def live(url: str, env: dict[str, str], project: Path) -> list[float]:
     delays: list[float] = []
+    run_id = os.urandom(4).hex()  # a text no earlier run stored: a repeat would be deduplicated, not written
     with httpx.Client(base_url=url, timeout=30) as client, client.stream("GET", "/api/v1/events") as stream:
         lines = stream.iter_lines()
         for number in range(LIVE_SAMPLES):
-            content = f"Agent fact {number} for the live bench: port {8000 + number}."
+            content = f"Agent fact {number} of run {run_id} for the live bench: port {8000 + number}."
             child = recall_bench.spawn(
                 [*_recall(), "remember", "--content", content, "--type", "note", "--json"], env, project, 120
             )

@@ -305,3 +305,13 @@ def test_a_word_diff_is_escaped_when_rendered() -> None:
     html = to_html(parts)
     assert "<script>" not in html and "&lt;script&gt;" in html and "&quot;first&quot;" in html
     assert html.startswith("run <del>") and "<ins>" in html
+
+
+async def test_an_unknown_api_route_or_method_answers_the_error_shape(project: Path) -> None:
+    async with console_client(cwd=project) as (client, _app):
+        missing = await client.get("/api/v1/nothing-here")
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+        wrong = await client.http.put(
+            "/api/v1/memories", json={}, headers={"x-csrf-token": await client.csrf()}
+        )
+        assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"

@@ -831,6 +831,10 @@ from korg_bridge.recall.sync.commands import register as _register_sync  # noqa:
 
 _register_sync(kit)  # sync, sync init, sync status (korg_bridge/recall/sync/)
 
+from korg_bridge.recall.console.serve import register as _register_serve  # noqa: E402
+
+_register_serve(kit)  # serve: the console, REST API, live updates, metrics (korg_bridge/recall/console/)
+
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

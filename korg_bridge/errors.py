@@ -36,6 +36,7 @@ exception class is found in one place, not because anyone outside may catch them
     ├── OutOfTime                  a schema pattern search passed its deadline
     ├── FrontMatterError           a mirror file's front matter cannot be read (also a ValueError)
     ├── AmbiguousJson              JSON that parsers read differently (also a ValueError)
+    ├── BodyTooLarge               a console request's body passed its limit while being read (→ 413)
     └── NotRegular                 a path that is not a regular file (also an OSError: "cannot read")
 """
 
@@ -181,6 +182,10 @@ class FrontMatterError(InternalSignal, ValueError):
 
 class AmbiguousJson(InternalSignal, ValueError):
     """JSON that parsers read differently: korg-recall's edit could not mean one thing."""
+
+
+class BodyTooLarge(InternalSignal):
+    """A console request's body passed its limit while it was read; answered 413, never shown."""
 
 
 class NotRegular(InternalSignal, OSError):

@@ -111,14 +111,75 @@ def build_app(settings: Settings) -> Starlette:
     limiter = None if settings.rate_limit is None else Limiter(settings.rate_limit)
     state: dict[str, Any] = {"stopping": None}  # made in the lifespan: an Event binds to its loop
 
-    def caller(request: Request) -> Any:
-        return api.caller_of(request)
+    routes: list[BaseRoute] = [
+        *_service_routes(console, metrics, state),
+        *_sign_in_routes(settings, sessions, limiter),
+        *api.routes(console),
+        *_pages(console),
+    ]
+    if STATIC_DIR.is_dir():
+        routes.append(Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state["stopping"] = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tg:
+                if settings.background:
+                    tg.start_soon(indexer.run, state["stopping"])
+                try:
+                    yield
+                finally:
+                    state["stopping"].set()
+                    tg.cancel_scope.cancel()
+        finally:
+            await anyio.to_thread.run_sync(console.close)
+
+    middleware = [
+        Middleware(Headers),
+        Middleware(_Metered, metrics=metrics),
+        Middleware(HostOrigin, host=settings.host, extra_hosts=settings.allowed_hosts),
+        Middleware(BodyLimit, max_body_bytes=settings.max_body_bytes),
+        Middleware(Gate, keyring=settings.keyring, sessions=sessions, traffic=traffic, limiter=limiter),
+        Middleware(Csrf, max_body_bytes=settings.max_body_bytes),
+    ]
+
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={404: _not_found, 405: _not_allowed},
+    )
+    app.state.console = console
+    app.state.traffic = traffic
+    app.state.sessions = sessions
+    app.state.limiter = limiter
+    app.state.keyring = settings.keyring
+    app.state.live = state
+    app.state.metrics = metrics
+    return app
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return error_response(
+        request.scope, 404, "not_found", f"no route {request.url.path}; see /api/openapi.json"
+    )
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    return error_response(
+        request.scope, 405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}"
+    )
+
+
+def _service_routes(console: Console, metrics: Metrics, state: dict[str, Any]) -> list[BaseRoute]:
+    """What machines read: health, the OpenAPI document, live updates, the CSRF token, metrics."""
 
     async def openapi_json(request: Request) -> Response:
         return JSONResponse(openapi.document())
 
     async def events(request: Request) -> Response:
-        who = caller(request)
+        who = api.caller_of(request)
         if state["stopping"] is None:  # served without a lifespan (an ASGI test client)
             state["stopping"] = anyio.Event()
         return StreamingResponse(
@@ -128,7 +189,7 @@ def build_app(settings: Settings) -> Starlette:
         )
 
     async def metrics_text(request: Request) -> Response:
-        body = await anyio.to_thread.run_sync(metrics.render, caller(request))
+        body = await anyio.to_thread.run_sync(metrics.render, api.caller_of(request))
         return Response(body, media_type=CONTENT_TYPE)
 
     async def healthz(request: Request) -> Response:
@@ -136,6 +197,18 @@ def build_app(settings: Settings) -> Starlette:
 
     async def csrf(request: Request) -> Response:
         return JSONResponse({"csrf_token": csrf_token(request.scope)})
+
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/api/openapi.json", openapi_json, methods=["GET"]),
+        Route(api.API_PREFIX + "/events", events, methods=["GET"]),
+        Route(api.API_PREFIX + "/csrf", csrf, methods=["GET"]),
+        Route("/metrics", metrics_text, methods=["GET"]),
+    ]
+
+
+def _sign_in_routes(settings: Settings, sessions: Sessions, limiter: Limiter | None) -> list[BaseRoute]:
+    """A person signs in with a token once; the browser then carries a session cookie."""
 
     async def login_form(request: Request) -> Response:
         if settings.keyring is None:
@@ -167,69 +240,11 @@ def build_app(settings: Settings) -> Starlette:
         response.delete_cookie(SESSION_COOKIE, path="/")
         return response
 
-    routes: list[BaseRoute] = [
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/api/openapi.json", openapi_json, methods=["GET"]),
-        Route(api.API_PREFIX + "/events", events, methods=["GET"]),
-        Route(api.API_PREFIX + "/csrf", csrf, methods=["GET"]),
-        Route("/metrics", metrics_text, methods=["GET"]),
+    return [
         Route("/login", login_form, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
-        *api.routes(console),
-        *_pages(console),
     ]
-    if STATIC_DIR.is_dir():
-        routes.append(Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"))
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state["stopping"] = anyio.Event()
-        try:
-            async with anyio.create_task_group() as tg:
-                if settings.background:
-                    tg.start_soon(indexer.run, state["stopping"])
-                try:
-                    yield
-                finally:
-                    state["stopping"].set()
-                    tg.cancel_scope.cancel()
-        finally:
-            await anyio.to_thread.run_sync(console.close)
-
-    middleware = [
-        Middleware(Headers),
-        Middleware(_Metered, metrics=metrics),
-        Middleware(HostOrigin, host=settings.host, extra_hosts=settings.allowed_hosts),
-        Middleware(BodyLimit, max_body_bytes=settings.max_body_bytes),
-        Middleware(Gate, keyring=settings.keyring, sessions=sessions, traffic=traffic, limiter=limiter),
-        Middleware(Csrf, max_body_bytes=settings.max_body_bytes),
-    ]
-
-    async def not_found(request: Request, exc: Exception) -> Response:
-        return error_response(
-            request.scope, 404, "not_found", f"no route {request.url.path}; see /api/openapi.json"
-        )
-
-    async def not_allowed(request: Request, exc: Exception) -> Response:
-        return error_response(
-            request.scope, 405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}"
-        )
-
-    app = Starlette(
-        routes=routes,
-        middleware=middleware,
-        lifespan=lifespan,
-        exception_handlers={404: not_found, 405: not_allowed},
-    )
-    app.state.console = console
-    app.state.traffic = traffic
-    app.state.sessions = sessions
-    app.state.limiter = limiter
-    app.state.keyring = settings.keyring
-    app.state.live = state
-    app.state.metrics = metrics
-    return app
 
 
 def _pages(console: Console) -> list[BaseRoute]:

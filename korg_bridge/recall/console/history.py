@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.console.memview import next_cursor, parse_cursor
@@ -386,34 +386,38 @@ def remember_draft(console: Console, caller: Caller, ref: str) -> dict[str, Any]
     }
 
 
-def search(
-    console: Console,
-    caller: Caller,
-    query: str,
-    *,
-    mode: str = "auto",
-    project: str | None = None,
-    agent: str | None = None,
-    tool: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
-    top_n: int = 20,
-) -> dict[str, Any]:
+class SearchFilters(TypedDict, total=False):
+    """What narrows a console history search besides its words (as ``recall``'s flags)."""
+
+    mode: str
+    project: str | None
+    agent: str | None
+    tool: str | None
+    since: str | None
+    until: str | None
+    top_n: int
+
+
+def search(console: Console, caller: Caller, query: str, **filters: Unpack[SearchFilters]) -> dict[str, Any]:
     from korg_bridge.recall.history.query.limits import check_query
     from korg_bridge.recall.history.query.search import search as run_search
     from korg_bridge.recall.history.query.timeparse import parse_time
     from korg_bridge.recall.semantic.modes import SEMANTIC_MODES, resolve_mode
 
+    mode = filters.get("mode") or "auto"
+    project, agent, tool = filters.get("project"), filters.get("agent"), filters.get("tool")
+    since, until, top_n = filters.get("since"), filters.get("until"), filters.get("top_n", 20)
     check_query(query)
     if mode not in ("auto", "keyword", "hybrid", "semantic", "substring"):
         raise UsageError(f"bad mode {mode!r}: use auto, keyword, hybrid, semantic or substring.")
     env = console.env_for(caller)
     used = resolve_mode(mode, env)
-    embedder = None
+    ranker = None
     if used in SEMANTIC_MODES:
         from korg_bridge.recall.semantic.modes import shared_embedder
+        from korg_bridge.recall.semantic.rank import SemanticRanker
 
-        embedder = shared_embedder(env)
+        ranker = SemanticRanker(shared_embedder(env))
     start = parse_time(since) if since else None
     end = parse_time(until, end_of_day=True) if until else None
     top_n = max(1, min(int(top_n), 100))
@@ -439,7 +443,7 @@ def search(
             since=start,
             until=end,
             project=root,
-            embedder=embedder,
+            ranker=ranker,
         )
 
     hits = console.warm.with_index(caller.warm_key, env, work)

@@ -12,12 +12,11 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.console.heads import Head, heads_of
-from korg_bridge.recall.interop.claude.records import source_kind
-from korg_bridge.recall.memory.records import MEMORY_TYPES, Version
+from korg_bridge.recall.memory.records import MEMORY_TYPES, Version, source_kind
 from korg_bridge.recall.memory.rows import head, lineage, links_of, pending_proposal, select_versions
 from korg_bridge.recall.memory.safety import age_label
 
@@ -440,20 +439,27 @@ def _oplog_entries(store: Store, conn: Tx, env: Mapping[str, str], memory_id: st
     return out
 
 
+class SearchOptions(TypedDict, total=False):
+    """What narrows a console memory search besides its words."""
+
+    mode: str
+    """auto (hybrid when a model is on disk), keyword, hybrid or semantic."""
+    scopes: Sequence[str] | None
+    """None: every scope the store holds."""
+    type: str | None
+    tag: str | None
+    top_n: int
+
+
 def search(
-    store: Store,
-    env: Mapping[str, str],
-    query: str,
-    mode: str,
-    scopes_: Sequence[str] | None,
-    type_: str | None,
-    tag: str | None,
-    top_n: int,
-    now: float,
+    store: Store, env: Mapping[str, str], query: str, *, now: float, **options: Unpack[SearchOptions]
 ) -> dict[str, Any]:
     """Raises:
     UsageError: a bad mode or type; DependencyMissing: a semantic mode without a model."""
     from korg_bridge.recall.memory.search import search_memories
+
+    mode, scopes_ = options.get("mode", "auto"), options.get("scopes")
+    type_, tag, top_n = options.get("type"), options.get("tag"), options.get("top_n", 20)
 
     if type_ and type_ not in MEMORY_TYPES:
         raise UsageError(f"bad type {type_!r}: use one of {', '.join(MEMORY_TYPES)}.")

@@ -50,6 +50,7 @@ from korg_bridge.auth.gate import Traffic
 from korg_bridge.auth.identity import ANONYMOUS, SCOPE_KEY, Identity
 from korg_bridge.auth.ratelimit import Limiter
 from korg_bridge.auth.tokens import Keyring
+from korg_bridge.errors import BodyTooLarge
 
 __all__ = [
     "CSP",
@@ -443,19 +444,15 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body_bytes:
-                    raise _TooLarge
+                    raise BodyTooLarge
             return message
 
         try:
             await self.app(scope, counted, send)
-        except _TooLarge:
+        except BodyTooLarge:
             await error_response(
                 scope, 413, "too_large", f"the request body is over {self.max_body_bytes} bytes"
             )(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def dumps(value: object) -> bytes:

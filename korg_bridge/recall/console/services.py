@@ -29,7 +29,7 @@ their exit codes to HTTP statuses (:func:`http_status`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from korg_bridge.errors import KorgError, UsageError
 from korg_bridge.recall.console import memview
@@ -60,6 +60,21 @@ def http_status(exc: KorgError) -> int:
     return HTTP_STATUS.get(exc.exit_code, 500)
 
 
+class MemoryPage(TypedDict, total=False):
+    """One page of :meth:`Console.memories`: its filters (each None: any) and where it starts."""
+
+    scope: str | None
+    type: str | None
+    state: str
+    """live (default), pending, superseded, retired, untrusted."""
+    tag: str | None
+    pinned: bool | None
+    source: str | None
+    """agent, user, claude (Claude Code's folder) or import."""
+    cursor: str | None
+    limit: int
+
+
 class Console(Core):
     """Every act the console offers, over the warm, shared state of one ``korg-recall serve``
     (:class:`~.core.Core`: ``env`` is the server's environment -- store, index, ledgers,
@@ -68,19 +83,7 @@ class Console(Core):
 
     # --- memories: reads ------------------------------------------------------------------------
 
-    def memories(
-        self,
-        caller: Caller,
-        *,
-        scope: str | None = None,
-        type: str | None = None,
-        state: str = "live",
-        tag: str | None = None,
-        pinned: bool | None = None,
-        source: str | None = None,
-        cursor: str | None = None,
-        limit: int = 50,
-    ) -> dict[str, Any]:
+    def memories(self, caller: Caller, **page: Unpack[MemoryPage]) -> dict[str, Any]:
         """One page of memories, pinned first, newest first: ``{"memories": [summary…], "total",
         "next_cursor", "pending"}``; a summary has id, version, scope, type, title, excerpt, tags,
         pinned, state, trust, actor, source_kind, recorded_at, age. ``state`` ``superseded``
@@ -90,15 +93,16 @@ class Console(Core):
             UsageError: a bad filter value or cursor.
         """
         filters = memview.Filters.checked(
-            scope=scope,
-            type=type,
-            state=state,
-            tag=tag,
-            pinned=pinned,
-            source=source,
+            scope=page.get("scope"),
+            type=page.get("type"),
+            state=page.get("state", "live"),
+            tag=page.get("tag"),
+            pinned=page.get("pinned"),
+            source=page.get("source"),
             project=self._project(),
         )
-        offset = memview.parse_cursor(cursor)
+        offset = memview.parse_cursor(page.get("cursor"))
+        limit = page.get("limit", 50)
         if not self.store_exists(caller):
             return {"memories": [], "total": 0, "next_cursor": None, "pending": 0}
         ctx = self.context(caller)
@@ -134,7 +138,9 @@ class Console(Core):
         scopes = [memview.checked_scope(scope, project)] if scope else None
         return self.with_store(
             caller,
-            lambda store: memview.search(store, env, query, mode, scopes, type, tag, top_n, ctx.now),
+            lambda store: memview.search(
+                store, env, query, now=ctx.now, mode=mode, scopes=scopes, type=type, tag=tag, top_n=top_n
+            ),
         )
 
     def memory(self, caller: Caller, memory_id: str) -> dict[str, Any]:

@@ -60,6 +60,7 @@ class CommittedChange:
 
     op: str
     """``remember``, ``revise``, ``restore``, ``approve`` or ``forget`` (through every projection);
+    ``reject`` or ``review``: a person's curation in the console (:mod:`.review`);
     ``sync``: other machines' operations applied by ``korg-recall sync`` (through every projection);
     ``mirror_edit`` or ``mirror_import``: a hand edit or a new file of the Markdown mirror taken in
     before an operation, which the listeners alone are told of (its log entry is appended and its

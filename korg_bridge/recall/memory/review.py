@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
 from korg_bridge.recall.memory import oplog
+from korg_bridge.recall.memory.committed import CommittedChange, Touched
+from korg_bridge.recall.memory.projections import after_commit
 from korg_bridge.recall.memory.records import Version, check_id, iso, parse_iso
 from korg_bridge.recall.memory.rows import head, pending_proposal, select_versions, update_head
-from korg_bridge.recall.memory.writes import finish
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Store
@@ -60,6 +61,7 @@ def reject(store: Store, ctx: Context, ids: Sequence[str]) -> dict[str, Any]:
     wanted = [check_id(raw) for raw in ids]
     now = iso(ctx.now)
     rejected: list[dict[str, Any]] = []
+    touched: list[Touched] = []
     with store.write() as conn:
         for memory_id in wanted:
             proposal = pending_proposal(conn, memory_id)
@@ -75,7 +77,7 @@ def reject(store: Store, ctx: Context, ids: Sequence[str]) -> dict[str, Any]:
             else:
                 update_head(conn, proposal, state="retired", retired_at=now)
                 outcome = "retired"
-            oplog.record(
+            op_id = oplog.record(
                 conn,
                 actor=ctx.actor,
                 op="reject",
@@ -84,7 +86,10 @@ def reject(store: Store, ctx: Context, ids: Sequence[str]) -> dict[str, Any]:
                 now=ctx.now,
             )
             rejected.append({"id": memory_id, "version": proposal.version, "outcome": outcome})
-    checks = finish(store, ctx, ids=wanted)
+            after = current if outcome == "dropped" and current is not None else proposal
+            state = after.state if outcome == "dropped" else "retired"
+            touched.append(Touched.of(after, "rejected", op_id, state=state))
+    checks = after_commit(store, CommittedChange.of(ctx, "reject", touched))
     return {"rejected": rejected, "checks": checks}
 
 
@@ -120,7 +125,7 @@ def mark_reviewed(store: Store, ctx: Context, memory_id: str) -> dict[str, Any]:
             raise UsageError(f"no memory {memory_id} to review. List ids with `korg-recall memories`.")
         entry = {"actor": ctx.actor, "at": iso(ctx.now), "source": {"kind": REVIEW_KIND}}
         update_head(conn, current, provenance=[*current.provenance, entry])
-        oplog.record(
+        op_id = oplog.record(
             conn,
             actor=ctx.actor,
             op="review",
@@ -128,7 +133,7 @@ def mark_reviewed(store: Store, ctx: Context, memory_id: str) -> dict[str, Any]:
             args=oplog.version_args(current),
             now=ctx.now,
         )
-    checks = finish(store, ctx)
+    checks = after_commit(store, CommittedChange.of(ctx, "review", [Touched.of(current, "reviewed", op_id)]))
     return {"id": memory_id, "version": current.version, "status": "reviewed", "checks": checks}
 
 

@@ -10,11 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.engine import TEST_ENGINE, engine_env, sweep
 from tests.helpers.sqlite import close_all
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_BINS = REPO / "fixture_bins"
 PEERS = REPO.parent / "shared" / "peers"
+ENGINES = os.environ.get(TEST_ENGINE) == "1"
+"""Run the tests' korg-recall processes through resident engines (read before the fixtures strip KORG_*)."""
+_ANSWERED: list[int] = []
 PEERS_MISSING = "optional peer data not found"
 """What every skip for absent peer data says: the phrase the README promises."""
 
@@ -37,7 +41,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Path]:
     """Point every home/cache/index path at a temp dir and drop inherited KORG_* settings."""
     home = tmp_path_factory.mktemp("home")
     for name in list(os.environ):
@@ -48,7 +54,29 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    if ENGINES:  # KORG_TEST_ENGINE=1: every korg-recall process hands its call to an engine
+        for name, value in engine_env().items():
+            monkeypatch.setenv(name, value)
     yield home
+    if ENGINES:
+        _ANSWERED.append(sweep(home))
+        used = request.node.funcargs.get("tmp_path") if hasattr(request.node, "funcargs") else None
+        if isinstance(used, Path):
+            _ANSWERED.append(sweep(used))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The engines a test's own sweep could not see (started under another temporary folder)."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if ENGINES and factory is not None:
+        _ANSWERED.append(sweep(factory.getbasetemp()))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if ENGINES:
+        terminalreporter.write_line(
+            f"KORG_TEST_ENGINE=1: resident engines answered {sum(_ANSWERED)} korg-recall call(s)"
+        )
 
 
 @pytest.fixture

@@ -606,6 +606,9 @@ def stats(args: dict[str, Any]) -> int:
     if not described.get("sources") and not described.get("events"):
         described["hint"] = "the index is empty: run `korg-recall index` (or any recall) to build it."
     described["memory"] = _memory_stats()
+    from korg_bridge.recall.engine import answered
+
+    described["engine"] = answered()  # whether a resident engine answered this call
     from korg_bridge.recall.cli.terminal import emit, stats_text
 
     emit(described, args, stats_text)
@@ -739,6 +742,12 @@ from korg_bridge.recall.interop.brief import register as _register_brief  # noqa
 _register_brief(kit)  # context: the session-start brief (korg_bridge/recall/interop/brief.py)
 _register_hooks(kit)  # hooks install|uninstall|status (korg_bridge/recall/cli/hooks.py, hooks.py)
 
+from korg_bridge.recall.engine.command import register as _register_engine  # noqa: E402
 
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+_register_engine(kit)  # engine [--status|--stop]: the resident engine (korg_bridge/recall/engine/)
+
+
+if __name__ == "__main__":  # pragma: no cover - ``python -m`` is ``korg-recall``, engine included
+    from korg_bridge.recall.engine.front import main as _front
+
+    raise SystemExit(_front(fallback=main))

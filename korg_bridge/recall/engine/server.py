@@ -225,6 +225,7 @@ class Engine:
         self.last = time.monotonic()
 
     def loop(self, listener: socket.socket, lock_fd: int) -> None:
+        self.last = time.monotonic()  # idle from the moment it listens, not from before the preload
         signal.set_wakeup_fd(self.wake_w)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, self._signal)

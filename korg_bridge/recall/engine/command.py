@@ -44,6 +44,10 @@ SCHEMA: dict[str, Any] = {
             "type": "boolean",
             "description": "Stop the engine of this index (it finishes running calls).",
         },
+        "log": {
+            "type": "boolean",
+            "description": "Append the engine's stderr to engine.log in its folder (KORG_RECALL_ENGINE=auto does).",
+        },
         "nice": {
             "type": "boolean",
             "description": "Lower the engine's priority, as a background process (KORG_RECALL_ENGINE=auto does).",
@@ -132,4 +136,9 @@ def register(kit: Toolkit) -> None:
             return 0
         from korg_bridge.recall.engine.server import parse_duration, run
 
-        return run(os.environ, parse_duration(str(args["idle_exit"])), nice=bool(args.get("nice")))
+        return run(
+            os.environ,
+            parse_duration(str(args["idle_exit"])),
+            nice=bool(args.get("nice")),
+            log=bool(args.get("log")),
+        )

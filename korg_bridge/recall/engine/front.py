@@ -34,6 +34,7 @@ import socket
 import stat
 import struct
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -255,6 +256,9 @@ def _forwarding(child: int) -> Iterator[None]:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
     kept = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
@@ -296,7 +300,9 @@ def call(conn: socket.socket, argv: Sequence[str], index: str, store: str) -> in
     }
     conn.settimeout(REPLY_S)
     try:
-        socket.send_fds(conn, [frame(REQUEST, request)], [0, 1, 2])
+        data = frame(REQUEST, request)
+        sent = socket.send_fds(conn, [data], [0, 1, 2])
+        conn.sendall(data[sent:])  # the descriptors went with the first bytes
         kind, reply = read_frame(conn)
     except (OSError, EOFError, ValueError):
         return None  # nothing ran
@@ -329,20 +335,20 @@ def _auto_start(where: Path, env: Mapping[str, str]) -> socket.socket | None:
     wait ``KORG_RECALL_ENGINE_WAIT`` seconds for it to answer (default: not at all)."""
     from korg_bridge.config import ENV_RECALL_ENGINE_IDLE, ENV_RECALL_ENGINE_WAIT
 
-    try:
-        make_dir(where)
-        lock = os.open(where / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:  # nothing is created here: the engine makes its folder once the index proves ours
+        lock = os.open(where / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return None
-    try:
-        fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        starting = True  # an engine holds it: starting up, or draining
-    else:
         starting = False
-    finally:
-        os.close(lock)
-    pid = None if starting else spawn(where, env.get(ENV_RECALL_ENGINE_IDLE, "").strip() or "30m", dict(env))
+    else:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            starting = True  # an engine holds it: starting up, or draining
+        else:
+            starting = False
+        finally:
+            os.close(lock)
+    pid = None if starting else spawn(env.get(ENV_RECALL_ENGINE_IDLE, "").strip() or "30m", dict(env))
     try:
         wait = float(env.get(ENV_RECALL_ENGINE_WAIT, "") or 0)
     except ValueError:
@@ -365,26 +371,11 @@ def _exited(pid: int) -> bool:
         return True
 
 
-def spawn(where: Path, idle: str, env: dict[str, str]) -> int | None:
-    """``korg-recall engine --idle-exit IDLE`` detached: a session of its own, stdin and stdout on
-    /dev/null, stderr appended to ``engine.log``; its pid, or None if it could not start."""
-    log = where / LOG_NAME
-    try:
-        too_big = log.stat().st_size > LOG_CAP
-    except OSError:
-        too_big = False
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-        (
-            os.POSIX_SPAWN_OPEN,
-            2,
-            os.devnull if too_big else str(log),
-            os.O_WRONLY | os.O_APPEND | os.O_CREAT,
-            0o600,
-        ),
-    ]
-    argv = [sys.executable, "-m", "korg_bridge.recall.engine", "--idle-exit", idle, "--nice"]
+def spawn(idle: str, env: dict[str, str]) -> int | None:
+    """``korg-recall engine --idle-exit IDLE --nice --log`` detached: a session of its own, stdio on
+    /dev/null until it appends its stderr to ``engine.log``; its pid, or None if it could not start."""
+    actions = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    argv = [sys.executable, "-m", "korg_bridge.recall.engine", "--idle-exit", idle, "--nice", "--log"]
     from korg_bridge.config import ENV_RECALL_ENGINE
 
     env.pop(ENV_RECALL_ENGINE, None)  # the engine's own process never hands over

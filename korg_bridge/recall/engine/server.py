@@ -42,6 +42,8 @@ from korg_bridge.recall.engine.child import Identity, serve_call
 from korg_bridge.recall.engine.front import (
     INFO_NAME,
     LOCK_NAME,
+    LOG_CAP,
+    LOG_NAME,
     NICE,
     SOCKET_NAME,
     SUN_PATH_MAX,
@@ -145,6 +147,20 @@ class _Lock:
                     "`korg-recall engine --stop`."
                 ) from None
             raise
+
+
+def _log_to(path: Path) -> None:
+    """Append stderr to ``path`` (to /dev/null once it passes :data:`LOG_CAP` bytes)."""
+    try:
+        too_big = path.stat().st_size > LOG_CAP
+    except OSError:
+        too_big = False
+    fd = os.open(
+        os.devnull if too_big else path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+    )
+    sys.stderr.flush()
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _write_info(where: Path, info: Mapping[str, Any]) -> None:
@@ -281,8 +297,11 @@ class Engine:
                 os.unlink(self.where / name)
 
 
-def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False) -> int:
-    """Serve calls for the index ``env`` names until idle for ``idle_s`` or told to stop.
+def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log: bool = False) -> int:
+    """Serve calls for the index ``env`` names until idle for ``idle_s`` or told to stop (``nice``:
+    at a background process's priority; ``log``: stderr appended to ``engine/engine.log``).
+
+    Nothing is created beside the index before the index is opened (and so proven ours, or made).
 
     Raises:
         KorgError: another engine runs for the index; the folder or socket cannot be made.
@@ -299,8 +318,14 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False) -> 
             f"system's {SUN_PATH_MAX}: put the index in a shorter folder (KORG_RECALL_INDEX); calls run "
             "in their own process meanwhile."
         )
+    from korg_bridge.recall.history.index import Index
+
+    with Index(index):  # what a first call does; a file at that path that is not an index: ConfigError
+        pass
     try:
         make_dir(where)
+        if log:
+            _log_to(where / LOG_NAME)
         lock = _Lock(where / LOCK_NAME)
     except OSError as exc:
         raise KorgError(f"cannot set up the engine's folder {where}: {exc.strerror or exc}.") from exc

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import signal
@@ -36,6 +35,7 @@ import struct
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -176,20 +176,27 @@ def code_fingerprint() -> str:
     """What the code is: the interpreter, and every file of the package by name, size and mtime.
 
     An engine started before an upgrade or an edit differs from a front started after it, and
-    refuses the call. Stats, not contents: about a millisecond for the whole package.
+    refuses the call. Stats, not contents, and ``zlib``'s checksums rather than ``hashlib`` (whose
+    OpenSSL import alone costs more than the walk): about a millisecond for the whole package.
+    The checksums guard against accidents (an edit, an upgrade, another venv), not an adversary:
+    whoever can write the package's files runs their own code anyway.
     """
-    root = Path(__file__).resolve().parents[2]
-    digest = hashlib.sha256(f"{sys.version}\0{sys.prefix}\0{root}\n".encode())
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(name for name in dirs if name != "__pycache__")
-        for name in sorted(files):
-            if name.endswith((".pyc", ".pyo")):
-                continue
-            path = os.path.join(folder, name)
-            with contextlib.suppress(OSError):
-                info = os.stat(path)
-                digest.update(f"{os.path.relpath(path, root)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
-    return digest.hexdigest()[:32]
+    root = str(Path(__file__).resolve().parents[2])
+    parts = [f"{sys.version}\0{sys.prefix}\0{root}"]
+    folders = [root]
+    while folders:
+        folder = folders.pop()
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in sorted(entries, key=lambda item: item.name):
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        folders.append(entry.path)
+                elif not entry.name.endswith((".pyc", ".pyo")):
+                    with contextlib.suppress(OSError):
+                        info = entry.stat()
+                        parts.append(f"{entry.path[len(root) :]}\0{info.st_size}\0{info.st_mtime_ns}")
+    listing = "\n".join(parts).encode("utf-8", "surrogateescape")
+    return f"{zlib.crc32(listing):08x}{zlib.adler32(listing):08x}{len(parts):04x}"
 
 
 def version() -> str:

@@ -191,3 +191,21 @@ def test_a_bad_engine_mode_is_a_config_error_naming_the_choices(
     assert done.stdout == ""
     assert done.stderr.startswith("korg-recall: error: KORG_RECALL_ENGINE=")
     assert "off (never use an engine), on" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_a_person_at_a_terminal_sees_the_same_screen_with_an_engine(
+    engine: Running, env: dict[str, str], project: Path
+) -> None:
+    from tests.helpers.terminal import run_on_terminal
+
+    made = run(env, "remember", "--content", "the deploy uses blue green", "--type", "user", cwd=project)
+    assert made.returncode == 0, made.stderr
+    screens = []
+    for environment in (off(env), env):
+        for args in (["memories"], ["hooks", "status"], ["recall", "--query", "deploy"]):
+            session = run_on_terminal(
+                [*korg_recall(), *args], env=environment, cwd=project, stderr_apart=True, timeout=BOUND
+            )
+            screens.append((session.code, session.screen, session.stderr))
+    half = len(screens) // 2
+    assert screens[half:] == screens[:half]

@@ -60,7 +60,7 @@ def isolated_env(
     yield home
     if ENGINES:
         _ANSWERED.append(sweep(home))
-        used = request.node.funcargs.get("tmp_path") if hasattr(request.node, "funcargs") else None
+        used = (getattr(request.node, "funcargs", None) or {}).get("tmp_path")
         if isinstance(used, Path):
             _ANSWERED.append(sweep(used))
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gc
 import importlib
 import json
 import logging
@@ -339,6 +340,10 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
     try:
         started = time.monotonic()
         models = preload(env)
+        # Everything loaded so far lives as long as the engine: out of the collector's sight, a
+        # child's collections never walk (and so never copy) the pages it shares with the parent.
+        gc.collect()
+        gc.freeze()
         listener = _listen(sock)
         _write_info(
             where,

@@ -290,6 +290,10 @@ def _lost(command: str, write: bool) -> int:
 def call(conn: socket.socket, argv: Sequence[str], index: str, store: str) -> int | None:
     """Run ``argv`` in the engine at ``conn``: its exit code, or None to run it here instead."""
     streams = _stdio()
+    try:
+        cwd = os.getcwd()
+    except OSError:  # a folder deleted under the caller: the call itself reports what it can
+        return None
     if streams is None:
         return None
     request = {
@@ -300,7 +304,7 @@ def call(conn: socket.socket, argv: Sequence[str], index: str, store: str) -> in
         "store": store,
         "argv": list(argv),
         "argv0": sys.argv[0] if sys.argv else "korg-recall",
-        "cwd": os.getcwd(),
+        "cwd": cwd,
         "umask": _umask(),
         "env": dict(os.environ),
         "stdio": streams,

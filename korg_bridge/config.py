@@ -38,6 +38,7 @@ from korg_bridge.errors import ConfigError
 
 __all__ = [
     "ACTOR_MAX",
+    "ENGINE_MODES",
     "OFF_WORDS",
     "ON_WORDS",
     "STORE_URL_SCHEMES",
@@ -53,6 +54,7 @@ __all__ = [
     "bridge_token",
     "claude_memory",
     "claude_writeback",
+    "engine_mode",
     "ledger_key",
     "mirror_on",
     "model_name",
@@ -95,6 +97,13 @@ ENV_RECALL_MODEL_DIR = "KORG_RECALL_MODEL_DIR"
 ENV_RECALL_BACKGROUND = "KORG_RECALL_BACKGROUND"
 ENV_RECALL_CLAUDE_MEMORY = "KORG_RECALL_CLAUDE_MEMORY"
 ENV_RECALL_CLAUDE_WRITEBACK = "KORG_RECALL_CLAUDE_WRITEBACK"
+ENV_RECALL_ENGINE = "KORG_RECALL_ENGINE"
+"""Whether ``korg-recall`` hands its calls to a resident engine: ``off``, ``on`` (the default: when
+one runs) or ``auto`` (the first call starts one); see :func:`engine_mode`."""
+ENV_RECALL_ENGINE_IDLE = "KORG_RECALL_ENGINE_IDLE"
+"""How long an engine started by ``KORG_RECALL_ENGINE=auto`` waits without a call before it exits."""
+ENV_RECALL_ENGINE_WAIT = "KORG_RECALL_ENGINE_WAIT"
+"""Seconds the call that starts an engine (``auto``) waits for it to answer instead of running itself."""
 
 # --- other programs' -----------------------------------------------------------------------------
 ENV_HOME = "HOME"
@@ -318,3 +327,30 @@ def git_ssh_command(env: Mapping[str, str]) -> str:
     """``GIT_SSH_COMMAND`` for sync's ``git`` children: the person's own, else ssh that never
     prompts (a sync from a hook or a timer must fail, not wait for a password)."""
     return env.get(ENV_GIT_SSH_COMMAND) or "ssh -o BatchMode=yes"
+
+
+ENGINE_MODES = ("off", "on", "auto")
+"""``KORG_RECALL_ENGINE``'s values: never hand a call over, hand it over when an engine runs, or
+start one when none does (the yes and no words mean ``on`` and ``off``)."""
+
+
+def engine_mode(env: Mapping[str, str]) -> str:
+    """``KORG_RECALL_ENGINE`` as one of :data:`ENGINE_MODES` (default ``on``).
+
+    Read by the front half of ``korg-recall`` before anything else is imported, so it stays a
+    standard-library function.
+
+    Raises:
+        ConfigError: not a mode (nor a yes/no word).
+    """
+    raw = env.get(ENV_RECALL_ENGINE, "").strip().lower()
+    if raw == "auto":
+        return "auto"
+    try:
+        return "on" if switch(env, ENV_RECALL_ENGINE, True) else "off"
+    except ConfigError:
+        raise ConfigError(
+            f"{ENV_RECALL_ENGINE}={env[ENV_RECALL_ENGINE][:_SHOWN_CHARS]!r} is not an engine mode: set it to "
+            "off (never use an engine), on (use one when it runs, the default) or auto (start one when "
+            "none runs)."
+        ) from None

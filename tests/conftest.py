@@ -13,8 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.engine import TEST_ENGINE, engine_env, sweep
 from tests.helpers.paths import PEERS, peers_missing
 from tests.helpers.sqlite import close_all
+
+ENGINES = os.environ.get(TEST_ENGINE) == "1"
+"""Run the tests' korg-recall processes through resident engines (read before the fixtures strip KORG_*)."""
+_ANSWERED: list[int] = []
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +35,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Path]:
     """Point every home/cache/index path at a temp dir and drop inherited KORG_* settings."""
     home = tmp_path_factory.mktemp("home")
     for name in list(os.environ):
@@ -41,7 +48,29 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    if ENGINES:  # KORG_TEST_ENGINE=1: every korg-recall process hands its call to an engine
+        for name, value in engine_env().items():
+            monkeypatch.setenv(name, value)
     yield home
+    if ENGINES:
+        _ANSWERED.append(sweep(home))
+        used = (getattr(request.node, "funcargs", None) or {}).get("tmp_path")
+        if isinstance(used, Path):
+            _ANSWERED.append(sweep(used))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The engines a test's own sweep could not see (started under another temporary folder)."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if ENGINES and factory is not None:
+        _ANSWERED.append(sweep(factory.getbasetemp()))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if ENGINES:
+        terminalreporter.write_line(
+            f"KORG_TEST_ENGINE=1: resident engines answered {sum(_ANSWERED)} korg-recall call(s)"
+        )
 
 
 @pytest.fixture

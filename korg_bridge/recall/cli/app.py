@@ -689,6 +689,9 @@ def stats(args: dict[str, Any]) -> int:
     if not described.get("sources") and not described.get("events"):
         described["hint"] = "the index is empty: run `korg-recall index` (or any recall) to build it."
     described["memory"] = _memory_stats()
+    from korg_bridge.recall.engine import answered
+
+    described["engine"] = answered()  # whether a resident engine answered this call
     from korg_bridge.recall.cli.terminal import emit, stats_text
 
     emit(described, args, stats_text)
@@ -835,6 +838,16 @@ from korg_bridge.recall.console.serve import register as _register_serve  # noqa
 
 _register_serve(kit)  # serve: the console, REST API, live updates, metrics (korg_bridge/recall/console/)
 
+from korg_bridge.recall.engine.command import register as _register_engine  # noqa: E402
 
-if __name__ == "__main__":  # pragma: no cover
+_register_engine(kit)  # engine [--status|--stop]: the resident engine (korg_bridge/recall/engine/)
+
+
+from korg_bridge.recall.engine.child import install as _install_engine  # noqa: E402
+
+_install_engine(main, kit)  # what an engine's children run (korg_bridge/recall/engine/child.py)
+
+
+if __name__ == "__main__":  # pragma: no cover -- ``python -m`` runs in this process; the
+    # korg-recall script is the front half (korg_bridge/recall/engine/front.py) that may hand over
     raise SystemExit(main())

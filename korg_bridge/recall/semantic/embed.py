@@ -147,8 +147,14 @@ def load_embedder(env: Mapping[str, str], *, threads: int | None = None) -> Embe
     from korg_bridge.recall.semantic.encoder import OnnxEmbedder
 
     embedder = OnnxEmbedder(_completed(spec), threads=threads)
-    log.debug("loaded embedding model %s (dim %d) from %s", spec.model_id, embedder.dim, spec.directory)
+    announce(embedder, spec.directory)
     return embedder
+
+
+def announce(embedder: Embedder, directory: Path) -> None:
+    """The debug line of a model loaded for this call (also said by an engine's child, whose
+    engine loaded it before the call: ``--debug`` shows the same lines either way)."""
+    log.debug("loaded embedding model %s (dim %d) from %s", embedder.model_id, embedder.dim, directory)
 
 
 def pull_model(env: Mapping[str, str], model: str | None = None) -> Path:

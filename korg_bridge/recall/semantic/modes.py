@@ -118,6 +118,10 @@ _LOADED: dict[tuple[str, str, str], Embedder] = {}
 with one session, and a write embeds its text and its neighbours with one."""
 
 
+_LOADED_BY: dict[tuple[str, str, str], int] = {}
+"""The process that loaded (or last announced) each model: a resident engine's children did not."""
+
+
 def shared_embedder(env: Mapping[str, str]) -> Embedder:
     """The model ``env`` selects, loaded once per process.
 
@@ -133,6 +137,14 @@ def shared_embedder(env: Mapping[str, str]) -> Embedder:
     if found is None:
         found = load_embedder(env)  # raises for a missing model, naming the fix
         _LOADED[key] = found
+        _LOADED_BY[key] = os.getpid()
+    elif (
+        _LOADED_BY.get(key) != os.getpid() and spec is not None
+    ):  # loaded by the engine this child forked from
+        from korg_bridge.recall.semantic.embed import announce
+
+        announce(found, spec.directory)
+        _LOADED_BY[key] = os.getpid()
     return found
 
 

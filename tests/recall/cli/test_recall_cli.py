@@ -768,6 +768,7 @@ def test_introspect_validates_against_the_bridge_contract(document: dict[str, An
             "korg-recall.sync.init",
             "korg-recall.sync.status",
             "korg-recall.serve",
+            "korg-recall.engine",
         )
     ]
     assert len(parsed.callables) == len(document["callables"]) - len(parsed.skipped) >= 5

@@ -103,6 +103,7 @@ def test_korg_recall_serves_four_memory_tools_and_keeps_approval_restore_export_
             "sync.init",
             "sync.status",
             "serve",
+            "engine",
         )
     ]
     memories = document.get("korg-recall.memories")

@@ -1,0 +1,294 @@
+"""A resident engine against a fresh process per call, interleaved in one run (issue #22).
+
+    python bench/engine_bench.py              # 20k events with vectors, 10k memories (~10 min)
+    python bench/engine_bench.py --quick      # 3k events, 2k memories; prints only
+
+Every call is a fresh ``korg-recall`` process, as the bridge makes it; the only difference
+between the two arms is ``KORG_RECALL_ENGINE`` (``off``: the process does the work itself;
+``on``: its front half hands the call to ``korg-recall engine``, started once for the run).
+Arms alternate call by call, their order swapped every round, so load from the other
+engineers on the machine falls on both alike. The history is ``recall_bench``'s mixed corpus
+with every event embedded (``korg-recall index``); the store is ``memory_bench``'s 10k
+memories (``spread`` layout), every one embedded; the model is ``KORG_RECALL_MODEL_DIR``'s.
+Then the same calls through ``korg-bridge korg-recall`` (the SDK's client, tools/call), and
+the engine's resident memory with the model loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import _common as common
+import anyio
+import memory_bench as mb
+import recall_bench as rb
+
+SECTION = "engine"
+TARGETS_MS = {
+    "keyword recall": 40.0,
+    "hybrid recall": 80.0,
+    "remember": 50.0,
+    "memories": 40.0,
+    "context": 40.0,
+}
+"""The issue's p50 goals for a call answered by the engine."""
+TARGET_RSS_MB = 350.0
+ROUNDS = 30
+TIMEOUT_S = 300.0
+READY_S = 180.0
+
+
+def korg_recall() -> list[str]:
+    script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
+    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
+
+
+def prepare(workdir: Path, events: int, memories: int) -> tuple[dict[str, str], Path]:
+    """The history, the store, every vector; the environment of the calls and the project."""
+    project = workdir / "project"
+    project.mkdir(parents=True)
+    ledgers = workdir / "ledgers"
+    print(f"engine bench: {events:,} history events ...", file=sys.stderr)
+    rb.generate_corpus(ledgers, events)
+    env = mb._env(workdir, project)
+    model = os.environ.get(mb.MODEL_DIR_ENV)
+    if not model:
+        raise SystemExit(
+            "engine bench: set KORG_RECALL_MODEL_DIR to a local model (see .ci/build_model_dir.py)"
+        )
+    env.update(
+        KORG_RECALL_MODEL_DIR=model,
+        KORG_RECALL_LEDGER=str(ledgers),
+        KORG_RECALL_INDEX=str(workdir / "cache" / "index.sqlite"),
+        KORG_RECALL_BACKGROUND="0",
+    )
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # children with bytecode caching, as users have them
+    print(f"engine bench: {memories:,} memories ...", file=sys.stderr)
+    mb.MEMORIES = memories
+    mb.build_store(
+        workdir / "data" / "korg-recall" / "memory.sqlite", "project:" + os.path.realpath(project), "spread"
+    )
+    print("engine bench: indexing and embedding every event ...", file=sys.stderr)
+    done = rb.spawn([*korg_recall(), "index"], {**env, "KORG_RECALL_ENGINE": "off"}, project, 3 * 3600)
+    if done.code != 0:
+        raise RuntimeError(f"korg-recall index failed: {done.err}")
+    print("engine bench: embedding every memory ...", file=sys.stderr)
+    from korg_bridge.recall.memory.backfill import run_memory
+
+    if run_memory(env) != 0:
+        raise RuntimeError("the memories could not be embedded")
+    return env, project
+
+
+def start_engine(env: dict[str, str], project: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [*korg_recall(), "engine", "--idle-exit", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=project,
+    )
+    assert proc.stderr is not None
+    ready, _, _ = select.select([proc.stderr], [], [], READY_S)
+    line = os.read(proc.stderr.fileno(), 4096).decode() if ready else ""
+    if "listening" not in line:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"the engine did not start: {line!r}")
+    print(f"engine bench: {line.strip()}", file=sys.stderr)
+    return proc
+
+
+def calls(rounds: int) -> dict[str, Callable[[int, str], list[str]]]:
+    queries = list(rb.LATENCY_QUERIES)
+    return {
+        "keyword recall": lambda n, _arm: [
+            "recall",
+            "--query",
+            queries[n % len(queries)],
+            "--mode",
+            "keyword",
+        ],
+        "hybrid recall": lambda n, _arm: ["recall", "--query", queries[n % len(queries)], "--mode", "hybrid"],
+        "remember": lambda n, arm: [
+            "remember",
+            "--content",
+            f"bench note {n} of the {arm} arm: {mb.FACTS[n % len(mb.FACTS)].format(s='x', n=n, k='y')}",
+            "--type",
+            "project",
+        ],
+        "memories": lambda _n, _arm: ["memories"],
+        "context": lambda _n, _arm: ["context"],
+    }
+
+
+def interleaved(env: dict[str, str], project: Path, rounds: int) -> dict[tuple[str, str], list[float]]:
+    """(call, arm) -> wall milliseconds of each fresh process, the two arms alternating."""
+    arms = {"fresh": {**env, "KORG_RECALL_ENGINE": "off"}, "engine": {**env, "KORG_RECALL_ENGINE": "on"}}
+    answered = json.loads(rb.spawn([*korg_recall(), "stats"], arms["engine"], project, TIMEOUT_S).out)[
+        "engine"
+    ]
+    if not answered.get("answered"):
+        raise RuntimeError(f"no engine answered: {answered}")
+    samples: dict[tuple[str, str], list[float]] = {}
+    plan = calls(rounds)
+    for n in range(-2, rounds):  # two warm-up rounds, not kept
+        for name, make in plan.items():
+            order = ("fresh", "engine") if n % 2 == 0 else ("engine", "fresh")
+            for arm in order:
+                child = rb.spawn([*korg_recall(), *make(n + 10, arm)], arms[arm], project, TIMEOUT_S)
+                if child.code != 0:
+                    raise RuntimeError(f"{name} ({arm}) exited {child.code}: {child.err.strip()}")
+                if n >= 0:
+                    samples.setdefault((name, arm), []).append(child.seconds * 1000)
+        print(f"engine bench: round {n + 1}/{rounds} done", file=sys.stderr)
+    return samples
+
+
+async def _bridge_arm(env: dict[str, str], project: Path, rounds: int, out: dict[str, list[float]]) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "korg_bridge", "korg-recall"], env=env, cwd=str(project)
+    )
+    queries = list(rb.LATENCY_QUERIES)
+    plan: dict[str, Callable[[int], tuple[str, dict[str, Any]]]] = {
+        "keyword recall": lambda n: (
+            "korg-recall_recall",
+            {"query": queries[n % len(queries)], "mode": "keyword"},
+        ),
+        "hybrid recall": lambda n: (
+            "korg-recall_recall",
+            {"query": queries[n % len(queries)], "mode": "hybrid"},
+        ),
+        "memories": lambda _n: ("korg-recall_memories", {}),
+        "context": lambda _n: ("korg-recall_context", {}),
+    }
+    with tempfile.TemporaryFile("w+") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=TIMEOUT_S) as client:
+            for n in range(-2, rounds):
+                for name, make in plan.items():
+                    tool, arguments = make(n)
+                    started = time.perf_counter()
+                    result = await client.call_tool(tool, arguments)
+                    if result.is_error:
+                        raise RuntimeError(f"{tool} through the bridge failed: {result.content}")
+                    if n >= 0:
+                        out.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+
+
+def through_bridge(env: dict[str, str], project: Path, rounds: int) -> dict[tuple[str, str], list[float]]:
+    """The same reads through ``korg-bridge korg-recall`` tools/call, one bridge per arm, alternating."""
+    samples: dict[tuple[str, str], list[float]] = {}
+    for n in range(2):  # two halves, arms swapped, so neither has the machine to itself
+        for arm in ("fresh", "engine") if n == 0 else ("engine", "fresh"):
+            figures: dict[str, list[float]] = {}
+            anyio.run(
+                _bridge_arm,
+                {**env, "KORG_RECALL_ENGINE": "off" if arm == "fresh" else "on"},
+                project,
+                rounds // 2,
+                figures,
+            )
+            for name, values in figures.items():
+                samples.setdefault((name, arm), []).extend(values)
+    return samples
+
+
+def rss_mb(pid: int) -> float:
+    kib = common.proc_status_kib(pid, "VmRSS") or 0
+    return kib / 1024
+
+
+def table(samples: dict[tuple[str, str], list[float]], goals: bool) -> str:
+    rows = []
+    for name in dict.fromkeys(key[0] for key in samples):
+        fresh, engine = samples[(name, "fresh")], samples[(name, "engine")]
+        p50 = common.percentile(engine, 50)
+        goal = TARGETS_MS.get(name)
+        rows.append(
+            [
+                name,
+                f"{common.percentile(fresh, 50):.0f} / {common.percentile(fresh, 95):.0f}",
+                f"{p50:.0f} / {common.percentile(engine, 95):.0f}",
+                f"{common.percentile(fresh, 50) / p50:.1f}x",
+                *(
+                    [f"≤ {goal:.0f}", common.verdict(p50 <= goal)]
+                    if goals and goal
+                    else [""] * (2 if goals else 0)
+                ),
+            ]
+        )
+    headers = [
+        "call",
+        "fresh p50 / p95 ms",
+        "engine p50 / p95 ms",
+        "speed-up",
+        *(["goal p50", ""] if goals else []),
+    ]
+    return common.markdown_table(headers, rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--quick", action="store_true", help="3k events, 2k memories, 10 rounds; prints only")
+    parser.add_argument("--no-write", action="store_true", help="print the section instead of writing it")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.events, args.memories, args.rounds, args.no_write = 3_000, 2_000, 10, True
+    # A bench stopped from outside still stops its engine (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    where = common.machine()
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="engine-bench-") as tmp:
+        env, project = prepare(Path(tmp), args.events, args.memories)
+        engine = start_engine(env, project)
+        try:
+            direct = interleaved(env, project, args.rounds)
+            bridged = through_bridge(env, project, args.rounds)
+            rss = rss_mb(engine.pid)
+        finally:
+            engine.send_signal(signal.SIGTERM)
+            engine.wait(60)
+    load_after = os.getloadavg()
+    body = common.section_body(
+        "Resident engine (issue #22)",
+        (
+            f"Fresh `korg-recall` processes, {args.events:,} history events (every one embedded), "
+            f"{args.memories:,} memories (every one embedded), model `{Path(env['KORG_RECALL_MODEL_DIR']).name}`; "
+            f"{args.rounds} rounds, the two arms alternating call by call. **Engine RSS with the model "
+            f"loaded: {rss:.0f} MB** (goal ≤ {TARGET_RSS_MB:.0f} MB: {common.verdict(rss <= TARGET_RSS_MB)}). "
+            f"Load average (1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} after: the machine is "
+            "shared with other engineers' work, so both arms carry it."
+        ),
+        table(direct, goals=True)
+        + "\n\nThrough `korg-bridge korg-recall` (tools/call round trip, one bridge per arm):\n\n"
+        + table(bridged, goals=False),
+        where,
+        common.rerun_command(__file__, argv or []),
+    )
+    print(body)
+    if not args.no_write:
+        print(f"written to {common.write_section(SECTION, body)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

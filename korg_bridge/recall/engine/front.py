@@ -1,0 +1,287 @@
+"""The front half of ``korg-recall``: hand the call to a resident engine, or run it here.
+
+This is the console script. When an engine answers, this process imports only the standard
+library (and :mod:`korg_bridge.recall.paths` with its two small neighbours, the one resolver of
+the index path): it connects to ``<index dir>/engine/engine.sock``, sends the call (argv, cwd,
+umask, the environment and its stdin, stdout and stderr themselves, as descriptors), waits for
+the exit code and exits with it. The child that runs the call writes to the caller's own
+descriptors, so bytes, ``isatty`` and terminal size are exactly a fresh process's.
+
+Anything else -- no engine, ``KORG_RECALL_ENGINE=off``, a refusal (another version, code
+fingerprint, index or store), a full engine -- and the call runs in this process, as it always
+did (:func:`main` imports :func:`korg_bridge.recall.cli.app.main`).
+
+Never a wrong answer, never a write done twice. The engine answers ``accept`` with whether the
+command has side effects; the front then says ``go``, and only from that moment can the call
+run. An engine that dies before ``go`` ran nothing: the front runs the call. One that dies
+after it (no exit frame): a read that printed nothing yet is run again here; a write -- or a
+read that already printed -- is not: one line on stderr says so and the front exits with
+:data:`LOST_EXIT`.
+
+The wire: frames of one kind byte, a 4-byte big-endian length and a JSON body. What the engine
+shares with this module (the wire, the folder, the fingerprint) is :mod:`.protocol`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from korg_bridge.recall.engine.protocol import (
+    ACCEPT,
+    DIR_NAME,
+    EXIT,
+    GO,
+    LOCK_NAME,
+    LOST_EXIT,
+    MAX_WAIT_S,
+    POLL_S,
+    PROTOCOL,
+    REPLY_S,
+    REQUEST,
+    WROTE,
+    code_fingerprint,
+    configured_store,
+    connect,
+    engine_dir,
+    frame,
+    read_frame,
+    version,
+)
+
+__all__ = [
+    "LOST_EXIT",
+    "code_fingerprint",
+    "engine_dir",
+    "main",
+]
+
+
+def _stdio() -> list[dict[str, Any]] | None:
+    """How this process's stdin, stdout and stderr are set up; None when one is missing."""
+    described = []
+    for fd, stream in ((0, sys.stdin), (1, sys.stdout), (2, sys.stderr)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            return None
+        described.append(
+            {
+                "encoding": getattr(stream, "encoding", None) or "utf-8",
+                "errors": getattr(stream, "errors", None) or "strict",
+                "line_buffering": bool(getattr(stream, "line_buffering", False)),
+                "write_through": bool(getattr(stream, "write_through", False)),
+            }
+        )
+    return described
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def _forwarding(child: int) -> Iterator[None]:
+    """Signals meant for this call go to the child's process group: Ctrl-C becomes the child's
+    KeyboardInterrupt; a terminating signal ends the child, then this process, as it would a
+    fresh one."""
+
+    def forward(signum: int, _frame: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(child, signum)
+        if signum != signal.SIGINT:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    kept = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
+
+
+def _lost(command: str, write: bool) -> int:
+    if write:
+        why = (
+            f"its write may have landed: check with `korg-recall memories` (or `korg-recall stats`) before "
+            f"running `{command}` again."
+        )
+    else:
+        why = f"its answer above is incomplete: run `{command}` again."
+    sys.stderr.write(f"korg-recall: error: the engine stopped during the call; {why}\n")
+    sys.stderr.flush()
+    return LOST_EXIT
+
+
+def call(conn: socket.socket, argv: Sequence[str], index: str, store: str) -> int | None:
+    """Run ``argv`` in the engine at ``conn``: its exit code, or None to run it here instead."""
+    streams = _stdio()
+    try:
+        cwd = os.getcwd()
+    except OSError:  # a folder deleted under the caller: the call itself reports what it can
+        return None
+    if streams is None:
+        return None
+    request = {
+        "protocol": PROTOCOL,
+        "version": version(),
+        "fingerprint": code_fingerprint(),
+        "index": index,
+        "store": store,
+        "argv": list(argv),
+        "argv0": sys.argv[0] if sys.argv else "korg-recall",
+        "cwd": cwd,
+        "umask": _umask(),
+        "env": dict(os.environ),
+        "stdio": streams,
+    }
+    conn.settimeout(REPLY_S)
+    try:
+        data = frame(REQUEST, request)
+        sent = socket.send_fds(conn, [data], [0, 1, 2])
+        conn.sendall(data[sent:])  # the descriptors went with the first bytes
+        kind, reply = read_frame(conn)
+    except (OSError, EOFError, ValueError):
+        return None  # nothing ran
+    if kind != ACCEPT or not isinstance(reply, dict):
+        return None  # refused: another version, fingerprint, index or store
+    child, write, command = int(reply["pid"]), bool(reply["write"]), str(reply["command"])
+    try:
+        conn.sendall(frame(GO))
+    except OSError:
+        return None  # the child is gone before it was told to run
+    conn.settimeout(None)  # the call takes as long as it takes, as a fresh process would
+    started = False
+    with _forwarding(child):
+        while True:
+            try:
+                kind, body = read_frame(conn)
+            except (OSError, EOFError, ValueError):
+                break
+            if kind == WROTE:
+                started = True
+            elif kind == EXIT and isinstance(body, dict):
+                return int(body["code"])
+    if not started and not write:
+        return None  # a read that printed nothing: run it again here
+    return _lost(command, write)
+
+
+def _auto_start(where: Path, env: Mapping[str, str]) -> socket.socket | None:
+    """Start an engine for ``where`` (detached, niced, single by its lock) unless one is starting;
+    wait ``KORG_RECALL_ENGINE_WAIT`` seconds for it to answer (default: not at all)."""
+    from korg_bridge.config import ENV_RECALL_ENGINE_IDLE, ENV_RECALL_ENGINE_WAIT
+
+    try:  # nothing is created here: the engine makes its folder once the index proves ours
+        lock = os.open(where / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        starting = False
+    else:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            starting = True  # an engine holds it: starting up, or draining
+        else:
+            starting = False
+        finally:
+            os.close(lock)
+    pid = None if starting else spawn(env.get(ENV_RECALL_ENGINE_IDLE, "").strip() or "30m", dict(env))
+    try:
+        wait = float(env.get(ENV_RECALL_ENGINE_WAIT, "") or 0)
+    except ValueError:
+        wait = 0.0
+    deadline = time.monotonic() + min(max(wait, 0.0), MAX_WAIT_S)
+    while time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        conn = connect(where)
+        if conn is not None:
+            return conn
+        if pid is not None and _exited(pid):
+            return None  # it could not start (its log says why)
+    return None
+
+
+def _exited(pid: int) -> bool:
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return True
+
+
+def spawn(idle: str, env: dict[str, str]) -> int | None:
+    """``korg-recall engine --idle-exit IDLE --nice --log`` detached: a session of its own, stdio on
+    /dev/null until it appends its stderr to ``engine.log``; its pid, or None if it could not start."""
+    actions = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    argv = [sys.executable, "-m", "korg_bridge.recall.engine", "--idle-exit", idle, "--nice", "--log"]
+    from korg_bridge.config import ENV_RECALL_ENGINE
+
+    env.pop(ENV_RECALL_ENGINE, None)  # the engine's own process never hands over
+    try:
+        return os.posix_spawn(
+            sys.executable,
+            argv,
+            env,
+            file_actions=actions,
+            setsid=True,
+            setsigdef=(signal.SIGINT, signal.SIGTERM, signal.SIGPIPE),
+        )
+    except (OSError, NotImplementedError, ValueError):
+        return None
+
+
+def hand_over(argv: Sequence[str], mode: str, env: Mapping[str, str]) -> int | None:
+    """The call's exit code from an engine, or None: run it here."""
+    from korg_bridge.recall.paths import index_path
+
+    try:
+        index = index_path(env)
+        store = configured_store(env)
+    except Exception:  # a configuration error: the call reports it itself
+        return None
+    where = index.parent / DIR_NAME
+    conn = connect(where)
+    if conn is None and mode == "auto":
+        conn = _auto_start(where, env)
+    if conn is None:
+        return None
+    with conn:
+        return call(conn, argv, str(index), store)
+
+
+def _in_process(argv: Sequence[str]) -> int:
+    from korg_bridge.recall.cli.app import main as run
+
+    return run(list(argv))
+
+
+def main(argv: Sequence[str] | None = None, *, fallback: Callable[[Sequence[str]], int] = _in_process) -> int:
+    """Entry point of ``korg-recall``: the engine's answer when one gives it, else the call run here."""
+    from korg_bridge.config import engine_mode
+    from korg_bridge.errors import ConfigError
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        mode = engine_mode(os.environ)
+    except ConfigError as exc:
+        sys.stderr.write(f"korg-recall: error: {exc.message}\n")
+        return exc.exit_code
+    if mode != "off" and args[:1] != ["engine"]:
+        code = hand_over(args, mode, os.environ)
+        if code is not None:
+            return code
+    return fallback(args)

@@ -1,0 +1,386 @@
+"""The engine's parent: load everything once, then accept calls and fork a child for each.
+
+* **Fork per call.** A child runs exactly the code a fresh ``korg-recall`` runs (index refresh
+  from the ledgers, Claude Code folder pickup, store reads), so freshness comes free; what the
+  engine saves is the interpreter start, the imports and the model load. The parent stays
+  single-threaded and holds no database connection, so a fork copies nothing half-done: the
+  model's onnxruntime session runs one thread per operator and no pool (its threads would not
+  survive a fork), and the first query is embedded here so the child finds it warm.
+* **Where.** ``<index dir>/engine/`` (mode 0700): ``engine.sock`` (0600), ``engine.lock`` (an
+  ``flock`` held for the engine's life: one engine per index), ``engine.json`` (pid, version,
+  fingerprint, index, store, socket). The socket is bound only after the preload, so a front
+  that connects finds it ready. Each connection's peer must be this user (``SO_PEERCRED``).
+* **Bounded.** At most :data:`MAX_CHILDREN` calls at once (the rest wait in the backlog, and a
+  front that waits past its reply time runs its call itself); the engine exits after
+  ``--idle-exit`` without a call, and on SIGTERM (or SIGINT, SIGHUP) it stops accepting,
+  removes its socket and waits up to :data:`DRAIN_S` for the calls running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import gc
+import importlib
+import json
+import logging
+import os
+import pkgutil
+import re
+import select
+import signal
+import socket
+import stat
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from korg_bridge.errors import KorgError, UsageError
+from korg_bridge.recall.engine.child import Identity, serve_call
+from korg_bridge.recall.engine.protocol import (
+    INFO_NAME,
+    LOCK_NAME,
+    LOG_CAP,
+    LOG_NAME,
+    NICE,
+    SOCKET_NAME,
+    SUN_PATH_MAX,
+    code_fingerprint,
+    configured_store,
+    make_dir,
+    peer_uid,
+    version,
+)
+
+__all__ = ["DRAIN_S", "MAX_CHILDREN", "parse_duration", "run"]
+
+logger = logging.getLogger(__name__)
+
+MAX_CHILDREN = 16
+"""Calls run at once; a bridge rarely has more in flight, and each child is a full process."""
+DRAIN_S = 60.0
+"""After SIGTERM: how long running calls may finish before their process groups are ended."""
+BACKLOG = 64
+"""Connections the kernel queues while every child slot is taken."""
+TICK_S = 1.0
+"""The longest the parent sleeps between looks at its children and the idle clock."""
+PRELOAD = (
+    "korg_bridge.recall",
+    "korg_bridge.redact",
+    "korg_bridge.ledger",
+    "korg_bridge.toolkit",
+    "korg_bridge._fs",
+)
+"""Packages whose modules the CLI runs: imported once here instead of in every call."""
+SKIP = re.compile(r"(^|\.)(__main__|console|engine)(\.|$)")
+"""Modules not to preload: entry points, and the console (a server of its own)."""
+SINGLE_THREADED = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+"""No thread pools in the parent (a fork keeps only the forking thread): numpy's BLAS, and the
+tokenizer's, which would otherwise warn on stderr in every child that it was forked after use.
+Small vector products split rows, never sums, across threads, so the figures are the same."""
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|)\s*$")
+
+
+def parse_duration(text: str) -> float | None:
+    """``90s``, ``30m``, ``2h`` or plain seconds; ``0`` means never (None).
+
+    Raises:
+        UsageError: anything else.
+    """
+    match = _DURATION.match(text)
+    if match is None:
+        raise UsageError(
+            f"--idle-exit {text!r} is not a duration: give seconds, or a number with s, m or h (30m), "
+            "or 0 for never."
+        )
+    seconds = float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+    return seconds or None
+
+
+def preload(env: Mapping[str, str]) -> list[str]:
+    """Import every module a call may use, and load and warm the model when one is on disk;
+    what was loaded, for the log."""
+    loaded = []
+    for name in PRELOAD:
+        package = importlib.import_module(name)
+        for info in pkgutil.walk_packages(getattr(package, "__path__", []), prefix=f"{name}."):
+            if SKIP.search(info.name):
+                continue
+            with contextlib.suppress(Exception):  # an optional extra missing: the call will say so
+                importlib.import_module(info.name)
+    for optional in ("sqlite3", "psycopg"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(optional)
+    from korg_bridge.recall.semantic.model import model_available
+
+    if model_available(env):
+        from korg_bridge.recall.semantic.modes import shared_embedder
+
+        try:
+            embedder = shared_embedder(env)
+            embedder.embed(["warm up the session"])
+            loaded.append(embedder.model_id)
+        except KorgError as exc:
+            logger.warning("korg-recall: engine: the model stays unloaded: %s", exc.message)
+    return loaded
+
+
+class _Lock:
+    """``engine.lock``, held exclusively for the engine's life; never deleted."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self.fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise KorgError(
+                    f"an engine already runs for this index ({path.parent}): use it, or stop it with "
+                    "`korg-recall engine --stop`."
+                ) from None
+            raise
+
+
+def _log_to(path: Path) -> None:
+    """Append stderr to ``path`` (to /dev/null once it passes :data:`LOG_CAP` bytes)."""
+    try:
+        too_big = path.stat().st_size > LOG_CAP
+    except OSError:
+        too_big = False
+    fd = os.open(
+        os.devnull if too_big else path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+    )
+    sys.stderr.flush()
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _write_info(where: Path, info: Mapping[str, Any]) -> None:
+    tmp = where / f".{INFO_NAME}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(info, out, indent=2)
+        out.write("\n")
+    os.replace(tmp, where / INFO_NAME)
+
+
+def _listen(path: Path) -> socket.socket:
+    """The socket at ``path`` (0600), replacing a stale one left by a killed engine (ours: the
+    folder is ours and only an engine holding the lock binds there)."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISSOCK(found.st_mode):
+            raise KorgError(f"{path} exists and is not an engine's socket; remove it to start an engine.")
+        path.unlink()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(os.fspath(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    listener.listen(BACKLOG)
+    listener.setblocking(False)
+    return listener
+
+
+class Engine:
+    """The parent's state: its children, its clock, whether it drains."""
+
+    def __init__(self, where: Path, identity: Identity, idle_s: float | None) -> None:
+        self.where = where
+        self.identity = identity
+        self.idle_s = idle_s
+        self.children: set[int] = set()
+        self.calls = 0
+        self.last = time.monotonic()
+        self.draining = False
+        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def _signal(self, signum: int, _frame: Any) -> None:
+        if signum != signal.SIGCHLD:
+            self.draining = True
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self.children.clear()
+                return
+            if pid == 0:
+                return
+            self.children.discard(pid)
+            self.last = time.monotonic()
+
+    def _fork(self, conn: socket.socket, listener: socket.socket, lock_fd: int) -> None:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into the parent's loop
+            try:
+                listener.close()
+                os.close(lock_fd)  # a long call must not keep the next engine from starting
+                os.close(self.wake_r)
+                os.close(self.wake_w)
+                signal.set_wakeup_fd(-1)
+                serve_call(conn, self.identity, os.getppid())
+            finally:
+                os._exit(0)
+        self.children.add(pid)
+        self.calls += 1
+        self.last = time.monotonic()
+
+    def loop(self, listener: socket.socket, lock_fd: int) -> None:
+        self.last = time.monotonic()  # idle from the moment it listens, not from before the preload
+        signal.set_wakeup_fd(self.wake_w)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, self._signal)
+        deadline: float | None = None
+        while True:
+            self._reap()
+            now = time.monotonic()
+            if self.draining:
+                if deadline is None:
+                    deadline = now + DRAIN_S
+                    listener.close()
+                    self._forget()
+                if not self.children:
+                    return
+                if now >= deadline:
+                    for pid in self.children:
+                        with contextlib.suppress(OSError):
+                            os.killpg(pid, signal.SIGTERM)
+                    deadline = now + DRAIN_S
+            elif self.idle_s is not None and not self.children and now - self.last >= self.idle_s:
+                return
+            watch = [self.wake_r]
+            if not self.draining and len(self.children) < MAX_CHILDREN:
+                watch.append(listener.fileno())
+            ready, _, _ = select.select(watch, [], [], TICK_S)
+            if self.wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self.wake_r, 512)
+            if listener.fileno() in ready and not self.draining:
+                self._accept(listener, lock_fd)
+
+    def _accept(self, listener: socket.socket, lock_fd: int) -> None:
+        while len(self.children) < MAX_CHILDREN:
+            try:
+                conn, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            with conn:
+                conn.setblocking(True)
+                try:
+                    peer = peer_uid(conn)[1]
+                except OSError:
+                    continue
+                if peer != os.getuid():
+                    logger.warning("korg-recall: engine: refused a connection from uid %d", peer)
+                    continue
+                self._fork(conn, listener, lock_fd)
+
+    def _forget(self) -> None:
+        """Take the socket and the description away: no front connects to a stopping engine."""
+        for name in (SOCKET_NAME, INFO_NAME):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.where / name)
+
+
+def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log: bool = False) -> int:
+    """Serve calls for the index ``env`` names until idle for ``idle_s`` or told to stop (``nice``:
+    at a background process's priority; ``log``: stderr appended to ``engine/engine.log``).
+
+    Nothing is created beside the index before the index is opened (and so proven ours, or made).
+
+    Raises:
+        KorgError: another engine runs for the index; the folder or socket cannot be made.
+        ConfigError: the index or store ``env`` names is malformed.
+    """
+    from korg_bridge.recall.paths import index_path
+
+    index = index_path(env)
+    where = index.parent / "engine"
+    sock = where / SOCKET_NAME
+    if len(os.fsencode(sock)) > SUN_PATH_MAX:
+        raise KorgError(
+            f"the engine's socket path would be {len(os.fsencode(sock))} bytes ({sock}), over the "
+            f"system's {SUN_PATH_MAX}: put the index in a shorter folder (KORG_RECALL_INDEX); calls run "
+            "in their own process meanwhile."
+        )
+    from korg_bridge.recall.history.index import Index
+
+    with Index(index):  # what a first call does; a file at that path that is not an index: ConfigError
+        pass
+    try:
+        make_dir(where)
+        if log:
+            _log_to(where / LOG_NAME)
+        lock = _Lock(where / LOCK_NAME)
+    except OSError as exc:
+        raise KorgError(f"cannot set up the engine's folder {where}: {exc.strerror or exc}.") from exc
+    if nice:
+        with contextlib.suppress(OSError):
+            os.nice(NICE)
+    for name, value in SINGLE_THREADED.items():  # before numpy, onnxruntime and tokenizers load
+        os.environ.setdefault(name, value)
+    identity = Identity(version(), code_fingerprint(), str(index), configured_store(env))
+    engine = Engine(where, identity, idle_s)
+    try:
+        started = time.monotonic()
+        models = preload(env)
+        # Everything loaded so far lives as long as the engine: out of the collector's sight, a
+        # child's collections never walk (and so never copy) the pages it shares with the parent.
+        gc.collect()
+        gc.freeze()
+        listener = _listen(sock)
+        _write_info(
+            where,
+            {
+                "pid": os.getpid(),
+                "version": identity.version,
+                "fingerprint": identity.fingerprint,
+                "index": identity.index,
+                "store": _store_label(identity.store),
+                "socket": str(sock),
+                "idle_exit_s": idle_s,
+                "models": models,
+                "threads": len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else None,
+                "started": time.time(),
+            },
+        )
+        sys.stderr.write(
+            f"korg-recall: engine listening on {sock} (pid {os.getpid()}, ready in "
+            f"{time.monotonic() - started:.1f} s{', model ' + models[0] if models else ''}); "
+            f"{'exits after ' + str(int(idle_s)) + ' s idle' if idle_s else 'no idle exit'}.\n"
+        )
+        sys.stderr.flush()
+        try:
+            engine.loop(listener, lock.fd)
+        finally:
+            listener.close()
+            engine._forget()
+    finally:
+        os.close(lock.fd)
+    sys.stderr.write(f"korg-recall: engine stopped after {engine.calls} call(s).\n")
+    return 0
+
+
+def _store_label(store: str) -> str:
+    """The store as engine.json shows it: a URL without its password."""
+    if "://" not in store:
+        return store
+    from korg_bridge.recall.memory.backend.pg.url import safe_url
+
+    return safe_url(store)

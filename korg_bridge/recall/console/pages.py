@@ -1,0 +1,494 @@
+"""The console's HTML pages: server-rendered, each a plain GET or a form POST, so everything works
+without JavaScript (``static/console.js`` only adds live updates, shortcuts and diff toggles).
+
+Every page calls :class:`~.services.Console` and nothing below it. A form POST that changes
+something answers ``303 See Other`` to the page it came from, with a fixed notice code in the
+query (``?done=revised``): a reload never repeats the act and no stored text travels in a URL. A
+refused act re-renders the page with the error and the person's input kept (``revise`` against a
+version that moved on shows the newer version and keeps the draft, nothing overwritten).
+
+This module holds the memory pages and the approval queue, and gathers every page's route
+(:func:`routes`); History is :mod:`.history_pages`, the context preview and health
+:mod:`.insight_pages`, and what every page shares :mod:`.render`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from korg_bridge.errors import KorgError, UsageError
+from korg_bridge.recall.console.render import (
+    caller_of,
+    console_of,
+    error_page,
+    form_of,
+    render_page,
+    see_other,
+)
+from korg_bridge.recall.console.services import MEMORY_STATES, SOURCES, Caller, Console, http_status
+from korg_bridge.recall.memory.records import MEMORY_TYPES, check_id
+
+__all__ = ["routes"]
+
+SEARCH_MODES = ("auto", "keyword", "hybrid", "semantic")
+SOURCE_LABELS = {
+    "agent": "an agent",
+    "user": "a person",
+    "claude": "Claude Code folder",
+    "import": "an import",
+}
+
+
+def _tags(text: str) -> list[str]:
+    return [tag.strip() for tag in text.split(",") if tag.strip()]
+
+
+def _query(request: Request, **changes: str | None) -> str:
+    """This page's query string with ``changes`` (None drops a name)."""
+    params = {name: value for name, value in request.query_params.items() if name != "done"}
+    for name, value in changes.items():
+        if value is None:
+            params.pop(name, None)
+        else:
+            params[name] = value
+    return urlencode(params)
+
+
+# --- memories -----------------------------------------------------------------------------------
+
+
+def _filters(request: Request) -> dict[str, str]:
+    q = request.query_params
+    return {
+        "q": q.get("q", "").strip(),
+        "mode": q.get("mode", "auto") if q.get("mode", "auto") in SEARCH_MODES else "auto",
+        "scope": q.get("scope", ""),
+        "type": q.get("type", ""),
+        "state": q.get("state", "live"),
+        "tag": q.get("tag", ""),
+        "pinned": q.get("pinned", "") if q.get("pinned", "") in ("", "yes", "no") else "",
+        "source": q.get("source", ""),
+        "due": "1" if q.get("due") else "",
+    }
+
+
+def _hit_card(hit: Mapping[str, Any]) -> dict[str, Any]:
+    breakdown = hit.get("breakdown") or {}
+    return {
+        **hit,
+        "excerpt": hit.get("how") or "",
+        "breakdown": breakdown if isinstance(breakdown, dict) else {},
+    }
+
+
+def memories_page(request: Request) -> Response:
+    console, caller = console_of(request), caller_of(request)
+    f = _filters(request)
+    cursor = request.query_params.get("cursor") or None
+    pinned = {"yes": True, "no": False}.get(f["pinned"])
+    next_url = None
+    try:
+        scopes = [row["scope"] for row in console.scopes(caller)]
+        due = console.due_for_review(caller, limit=1)
+        if f["due"]:
+            found = console.due_for_review(caller, cursor=cursor)
+            cards, total = found["memories"], found["total"]
+            summary = f"{total} due for review (not reviewed or changed for {found['days']} days)"
+            next_cursor = found["next_cursor"]
+        elif f["q"]:
+            found = console.search_memories(
+                caller,
+                f["q"],
+                mode=f["mode"],
+                scope=f["scope"] or None,
+                type=f["type"] or None,
+                tag=f["tag"] or None,
+            )
+            cards = [_hit_card(hit) for hit in found["hits"]]
+            summary = (
+                f"{len(cards)} hit{'' if len(cards) == 1 else 's'} for the search, ranked by {found['mode']}"
+            )
+            next_cursor = None
+        else:
+            found = console.memories(
+                caller,
+                scope=f["scope"] or None,
+                type=f["type"] or None,
+                state=f["state"] or "live",
+                tag=f["tag"] or None,
+                pinned=pinned,
+                source=f["source"] or None,
+                cursor=cursor,
+            )
+            cards, total = found["memories"], found["total"]
+            summary = f"{total} memor{'y' if total == 1 else 'ies'}"
+            next_cursor = found["next_cursor"]
+    except KorgError as exc:
+        return error_page(request, exc)
+    if next_cursor:
+        next_url = f"/memories?{_query(request, cursor=next_cursor)}"
+    first_url = f"/memories?{_query(request, cursor=None)}" if cursor else None
+    context = {
+        "f": f,
+        "memories": cards,
+        "summary": summary,
+        "next_url": next_url,
+        "first_url": first_url,
+        "modes": SEARCH_MODES,
+        "scopes": scopes,
+        "types": MEMORY_TYPES,
+        "states": MEMORY_STATES,
+        "sources": [(value, SOURCE_LABELS.get(value, value)) for value in SOURCES],
+        "due_count": due["total"],
+        "review_days": due["days"],
+    }
+    return render_page(request, "memories.html", context, title="Memories", section="memories")
+
+
+def _provenance(version: Mapping[str, Any]) -> list[dict[str, str | None]]:
+    """Where a version came from, as links into History where the console can check the ref."""
+    out: list[dict[str, str | None]] = []
+    ref = version.get("ref")
+    if isinstance(ref, str):
+        out.append({"label": f"event {ref}", "href": f"/history/events/{ref}"})
+    for item in version.get("provenance") or []:
+        if not isinstance(item, Mapping):
+            continue
+        session = item.get("session")
+        label = ", ".join(f"{key} {value}" for key, value in item.items() if isinstance(value, str | int))
+        href = f"/history/sessions/{session}" if isinstance(session, str) and session.isprintable() else None
+        out.append(
+            {"label": label, "href": None if href is None else href.replace("?", "%3F").replace("#", "%23")}
+        )
+    return out
+
+
+def _version_row(version: Mapping[str, Any]) -> dict[str, Any]:
+    source = version.get("source") if isinstance(version.get("source"), Mapping) else {}
+    return {
+        **version,
+        "tool": source.get("tool") if isinstance(source, Mapping) else None,
+        "provenance": _provenance(version),
+    }
+
+
+def _memory_context(
+    console: Console, caller: Caller, memory_id: str, a: str | None, b: str | None
+) -> dict[str, Any]:
+    """Raises:
+    KorgError: unknown id or version."""
+    detail = console.memory(caller, memory_id)
+    current = detail["current"]
+    versions = [_version_row(v) for v in detail["versions"]]
+    numbers = [v["version"] for v in versions]
+    diff: dict[str, Any] = {"a": None, "b": None, "parts": []}
+    if len(numbers) > 1:
+        old = int(a) if a and a.isdigit() else numbers[-2]
+        new = int(b) if b and b.isdigit() else numbers[-1]
+        answer = console.diff(caller, memory_id, old, new)
+        parts = [
+            ("same" if p["op"] == "equal" else "del" if p["op"] == "delete" else "ins", p["text"])
+            for p in answer["body"]
+        ]
+        diff = {"a": old, "b": new, "parts": parts}
+    source = current.get("source") if isinstance(current.get("source"), Mapping) else None
+    state = current["state"]
+    actions = {"revise", "pin", "review", "retire", "purge"} if state == "live" else set()
+    if state == "retired":
+        actions = {"restore", "purge"}
+    elif state == "pending":
+        actions = {"purge"}
+    titles = {
+        link["id"]: link.get("title") for link in detail["links"]["outgoing"] + detail["links"]["incoming"]
+    }
+
+    def link(item: Mapping[str, Any]) -> dict[str, Any]:
+        return {"id": item["id"], "kind": item["kind"], "title": titles.get(item["id"]) or item["id"]}
+
+    return {
+        "m": {
+            **_version_row(current),
+            "source_label": (source or {}).get("kind") or (source or {}).get("ref") or "",
+            "reviewed_at": detail.get("reviewed_at"),
+        },
+        "versions": versions,
+        "diff": diff,
+        "links_out": [link(item) for item in detail["links"]["outgoing"]],
+        "links_in": [link(item) for item in detail["links"]["incoming"]],
+        "ops": [
+            {
+                "at": op.get("timestamp") or "",
+                "op": op.get("op") or "",
+                "status": op.get("status") or "",
+                "actor": op.get("actor") or "",
+                "version": op.get("version"),
+            }
+            for op in detail["oplog"]
+        ],
+        "actions": actions,
+        "form": {
+            "title": current["title"],
+            "content": current["body"],
+            "tags": ", ".join(current.get("tags") or []),
+            "reason": "",
+        },
+        "conflict": None,
+        "page": "memory",
+    }
+
+
+def memory_page(request: Request) -> Response:
+    console, caller = console_of(request), caller_of(request)
+    q = request.query_params
+    try:
+        context = _memory_context(console, caller, request.path_params["memory_id"], q.get("a"), q.get("b"))
+    except KorgError as exc:
+        return error_page(request, exc)
+    return render_page(request, "memory.html", context, title=context["m"]["title"][:80], section="memories")
+
+
+async def memory_action(request: Request) -> Response:
+    """The POSTs of a memory's page: revise, pin, review, retire, restore, purge."""
+    console, caller = console_of(request), caller_of(request)
+    action = request.path_params["action"]
+    form = await form_of(request)
+    try:
+        memory_id = check_id(request.path_params["memory_id"])
+    except UsageError as exc:
+        return error_page(request, exc)
+    expected = form.get("expected_version", "")
+    expected_version = int(expected) if expected.isdigit() else None
+    try:
+        if action == "revise":
+            args: dict[str, Any] = {
+                "id": memory_id,
+                "content": form.get("content", ""),
+                "set": {"title": form.get("title", "").strip(), "tags": _tags(form.get("tags", ""))},
+            }
+            if not args["set"]["title"]:
+                del args["set"]["title"]
+            if form.get("reason", "").strip():
+                args["reason"] = form["reason"].strip()
+            if expected_version is not None:
+                args["expected_version"] = expected_version
+            result = await run_in_threadpool(console.revise, caller, args)
+            done = "unchanged" if result.get("status") == "unchanged" else "revised"
+        elif action == "pin":
+            pinned = form.get("pinned") == "yes"
+            await run_in_threadpool(console.pin, caller, memory_id, pinned, expected_version)
+            done = "pinned" if pinned else "unpinned"
+        elif action == "review":
+            await run_in_threadpool(console.mark_reviewed, caller, memory_id)
+            done = "reviewed"
+        elif action == "retire":
+            await run_in_threadpool(console.retire, caller, memory_id)
+            done = "retired"
+        elif action == "restore":
+            await run_in_threadpool(console.restore, caller, memory_id)
+            done = "restored"
+        elif action == "purge":
+            await run_in_threadpool(console.purge, caller, memory_id, form.get("confirm", ""))
+            return see_other("/memories", "purged")
+        else:
+            return error_page(request, UsageError(f"no action {action!r} on a memory."))
+    except KorgError as exc:
+        return await run_in_threadpool(
+            _refused, request, console, caller, memory_id, exc, form, expected_version
+        )
+    return see_other(f"/memories/{memory_id}", done)
+
+
+def _refused(
+    request: Request,
+    console: Console,
+    caller: Caller,
+    memory_id: str,
+    exc: KorgError,
+    form: Mapping[str, Any],
+    expected: int | None,
+) -> Response:
+    """The memory's page again with the refusal; a version that moved on is shown, the draft kept."""
+    try:
+        context = _memory_context(console, caller, memory_id, None, None)
+    except KorgError:
+        return error_page(request, exc)
+    if "content" in form:
+        context["form"] = {
+            "title": form.get("title", ""),
+            "content": form.get("content", ""),
+            "tags": form.get("tags", ""),
+            "reason": form.get("reason", ""),
+        }
+    current = context["m"]["version"]
+    if expected is not None and expected != current:
+        context["conflict"] = {"version": current, "expected": expected}
+    return render_page(
+        request,
+        "memory.html",
+        context,
+        title=context["m"]["title"][:80],
+        section="memories",
+        status=http_status(exc) if context["conflict"] is None else 409,
+        error=exc.message,
+    )
+
+
+def new_memory_page(request: Request) -> Response:
+    console, caller = console_of(request), caller_of(request)
+    ref = request.query_params.get("event", "").strip()
+    form: dict[str, Any] = {
+        "content": "",
+        "title": "",
+        "type": "project",
+        "scope": "",
+        "tags": "",
+        "pinned": False,
+    }
+    event = None
+    try:
+        scopes = _write_scopes(console, caller)
+        if ref:
+            draft = console.remember_draft(caller, ref)
+            form.update(
+                content=draft.get("content") or "",
+                title=draft.get("title") or "",
+                type=draft.get("type") or "project",
+                scope=draft.get("scope") or "",
+            )
+            event = _event_summary(draft)
+    except KorgError as exc:
+        return error_page(request, exc)
+    context = {"form": form, "event": event, "types": MEMORY_TYPES, "scopes": scopes, "page": "new"}
+    return render_page(request, "new_memory.html", context, title="New memory", section="memories")
+
+
+def _write_scopes(console: Console, caller: Caller) -> list[str]:
+    """Where a person may write from here: the server's project first, then user, then the others."""
+    project = console.context(caller).project
+    known = [row["scope"] for row in console.scopes(caller)]
+    return list(dict.fromkeys([project, "user", *known]))
+
+
+def _event_summary(draft: Mapping[str, Any]) -> dict[str, Any]:
+    event = draft.get("event") if isinstance(draft.get("event"), Mapping) else {}
+    assert isinstance(event, Mapping)
+    ref = str(draft.get("source") or event.get("ref") or "")
+    session = event.get("session")
+    href = f"/history/events/{ref}"
+    return {
+        "ref": ref,
+        "kind": event.get("kind") or event.get("tool") or "event",
+        "session_title": event.get("session_title") or session or "its session",
+        "time": event.get("timestamp") or "",
+        "href": href,
+    }
+
+
+async def new_memory_post(request: Request) -> Response:
+    console, caller = console_of(request), caller_of(request)
+    form = await form_of(request)
+    args: dict[str, Any] = {"content": form.get("content", ""), "type": form.get("type", "note")}
+    for name in ("title", "scope", "source"):
+        if form.get(name, "").strip():
+            args[name] = form[name].strip()
+    if _tags(form.get("tags", "")):
+        args["tags"] = _tags(form.get("tags", ""))
+    if form.get("pinned") == "yes":
+        args["pinned"] = True
+    try:
+        result = await run_in_threadpool(console.remember, caller, args)
+    except KorgError as exc:
+        try:
+            scopes = await run_in_threadpool(_write_scopes, console, caller)
+        except KorgError:
+            scopes = []
+        keep = {**form, "pinned": form.get("pinned") == "yes"}
+        context = {"form": keep, "event": None, "types": MEMORY_TYPES, "scopes": scopes, "page": "new"}
+        return render_page(
+            request,
+            "new_memory.html",
+            context,
+            title="New memory",
+            section="memories",
+            status=http_status(exc),
+            error=exc.message,
+        )
+    return see_other(f"/memories/{result['id']}", "remembered")
+
+
+# --- approvals ----------------------------------------------------------------------------------
+
+
+def approvals_page(request: Request, error: str | None = None, status: int = 200) -> Response:
+    console, caller = console_of(request), caller_of(request)
+    try:
+        found = console.pending(caller, cursor=request.query_params.get("cursor") or None)
+    except KorgError as exc:
+        return error_page(request, exc, section="approvals")
+    pending = [{**item, "previous": (item.get("before") or {}).get("version")} for item in found["memories"]]
+    return render_page(
+        request,
+        "approvals.html",
+        {"pending": pending, "page": "approvals"},
+        title="Approvals",
+        section="approvals",
+        error=error,
+        status=status,
+    )
+
+
+async def approvals_post(request: Request) -> Response:
+    """Approve, reject or edit-then-approve: one (``/approvals/ID/ACT``) or the checked ones."""
+    console, caller = console_of(request), caller_of(request)
+    form = await form_of(request)
+    one = request.path_params.get("memory_id")
+    action = request.path_params.get("action") or form.get("action", "")
+    ids = [one] if one else form["ids"]
+    try:
+        if not ids:
+            raise UsageError("select at least one write to approve or reject.")
+        if action == "approve":
+            await run_in_threadpool(console.approve, caller, ids)
+        elif action == "reject":
+            await run_in_threadpool(console.reject, caller, ids)
+        elif action == "edit" and one:
+            edit: dict[str, Any] = {"content": form.get("content", "")}
+            if form.get("title", "").strip():
+                edit["set"] = {"title": form["title"].strip()}
+            await run_in_threadpool(console.edit_and_approve, caller, one, edit)
+            action = "approve"
+        else:
+            raise UsageError(f"no action {action!r} on approvals: approve, reject or edit.")
+    except KorgError as exc:
+        return await run_in_threadpool(approvals_page, request, exc.message, http_status(exc))
+    return see_other("/approvals", "approved" if action == "approve" else "rejected")
+
+
+def home(request: Request) -> Response:
+    return RedirectResponse("/memories", status_code=303)
+
+
+def routes() -> list[Route]:
+    """Every page of the console (the app mounts the API, static files and metrics beside them)."""
+    from korg_bridge.recall.console import history_pages, insight_pages
+
+    return [
+        *history_pages.routes(),
+        *insight_pages.routes(),
+        Route("/", home, methods=["GET"]),
+        Route("/memories", memories_page, methods=["GET"]),
+        Route("/memories/new", new_memory_page, methods=["GET"]),
+        Route("/memories/new", new_memory_post, methods=["POST"]),
+        Route("/memories/{memory_id}", memory_page, methods=["GET"]),
+        Route("/memories/{memory_id}/{action}", memory_action, methods=["POST"]),
+        Route("/approvals", approvals_page, methods=["GET"]),
+        Route("/approvals", approvals_post, methods=["POST"]),
+        Route("/approvals/{memory_id}/{action}", approvals_post, methods=["POST"]),
+    ]

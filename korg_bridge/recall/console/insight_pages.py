@@ -96,6 +96,7 @@ def _table(title: str, rows: Sequence[Any]) -> dict[str, Any]:
     columns = list(dict.fromkeys(key for row in records for key in row))
     return {
         "title": title,
+        "table": True,
         "columns": [c.replace("_", " ") for c in columns],
         "rows": [[_fact(row.get(c)) for c in columns] for row in records],
     }

@@ -739,6 +739,10 @@ from korg_bridge.recall.interop.brief import register as _register_brief  # noqa
 _register_brief(kit)  # context: the session-start brief (korg_bridge/recall/interop/brief.py)
 _register_hooks(kit)  # hooks install|uninstall|status (korg_bridge/recall/cli/hooks.py, hooks.py)
 
+from korg_bridge.recall.console.serve import register as _register_serve  # noqa: E402
+
+_register_serve(kit)  # serve: the console, REST API, live updates, metrics (korg_bridge/recall/console/)
+
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

@@ -768,6 +768,7 @@ def test_introspect_validates_against_the_bridge_contract(document: dict[str, An
             "korg-recall.import",
             "korg-recall.hooks.install",
             "korg-recall.hooks.uninstall",
+            "korg-recall.serve",
         )
     ]
     assert len(parsed.callables) == len(document["callables"]) - len(parsed.skipped) >= 5

@@ -1,0 +1,386 @@
+"""The console's reads of the history index: projects, sessions, a session's timeline, one event,
+search, and the draft "Remember this" opens.
+
+Everything reads through the caller's walls (a tenant sees only the history its operator gave
+it: :mod:`korg_bridge.recall.history.walls`), on the caller's warm index
+(:mod:`.warm`). Text leaves with secrets redacted unless the operator set
+``KORG_RECALL_ALLOW_SECRETS``.
+
+Sessions are a ``GROUP BY`` over every event; the list is computed once per change of the index
+(its newest event id and the time of its last refresh) and kept, so paging and repeated views
+cost a lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from korg_bridge.errors import UsageError
+from korg_bridge.recall.console.memview import next_cursor, parse_cursor
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.console.core import Caller
+    from korg_bridge.recall.console.core import Core as Console
+    from korg_bridge.recall.history.index import Index
+
+__all__ = ["event", "projects", "refresh", "remember_draft", "search", "sessions", "timeline"]
+
+FOLD_CHARS = 2000
+"""Texts longer than this are folded in a timeline: the first part shown, the rest a click away."""
+PAGE_MAX = 500
+FRESH_S = 2.0
+SESSIONS_KEPT = 8
+"""Session lists kept (per caller and index state)."""
+TOOL_KINDS = {"user_prompt": "prompt", "llm_inference": "reply", "compact_summary": "summary"}
+
+_lock = threading.Lock()
+_sessions_cache: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+
+
+def _redactor(console: Console) -> Any:
+    from korg_bridge.config import ENV_RECALL_ALLOW_SECRETS, switch
+    from korg_bridge.redact import redact_value
+
+    if switch(console.base_env, ENV_RECALL_ALLOW_SECRETS, False):
+        return lambda value: value
+    return lambda value: redact_value(value)[0]
+
+
+def _read(console: Console, caller: Caller, work: Any) -> Any:
+    ensure_fresh(console, caller)
+    env = console.env_for(caller)
+    return console.warm.with_index(caller.warm_key, env, lambda index: index.read(work))
+
+
+def ensure_fresh(console: Console, caller: Caller) -> None:
+    """Refresh the caller's history unless that was done in the last :data:`FRESH_S` (by a read or
+    the background tick): a page never shows history older than that."""
+    last = console.refreshed.get(caller.warm_key)
+    if last is None or time.monotonic() - last > FRESH_S:
+        refresh(console, caller)
+
+
+def refresh(console: Console, caller: Caller) -> dict[str, Any]:
+    """Bring the index up to date with the caller's sources (the background indexer's tick)."""
+    env = console.env_for(caller)
+    sources = _sources(env)
+
+    def work(index: Index) -> dict[str, Any]:
+        return dict(vars(index.refresh(sources)))
+
+    found: dict[str, Any] = console.warm.with_index(caller.warm_key, env, work)
+    console.refreshed[caller.warm_key] = time.monotonic()
+    return found
+
+
+def _sources(env: Mapping[str, str]) -> list[Path]:
+    """The history the caller reads: its tenant's (walled), else the operator's ledgers."""
+    from korg_bridge.recall.history.ingest.sources import resolve_sources
+    from korg_bridge.recall.history.walls import history_of
+
+    walls = history_of(env)
+    return [Path(p) for p in walls.sources] if walls is not None else list(resolve_sources([], env))
+
+
+def _state(conn: sqlite3.Connection) -> tuple[int, str]:
+    newest = conn.execute("SELECT max(id) FROM events").fetchone()[0] or 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'last_refresh'").fetchone()
+    return int(newest), str(row[0]) if row else ""
+
+
+def _all_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        """
+        SELECT session, min(agent), max(project), min(ts), max(ts), count(*),
+               min(timestamp), max(timestamp), max(CASE WHEN tool = 'session_title' THEN id END),
+               min(CASE WHEN tool = 'user_prompt' THEN id END)
+        FROM events WHERE session IS NOT NULL
+        GROUP BY session ORDER BY max(ts) DESC, session
+        """
+    ).fetchall()
+    out: list[dict[str, Any]] = []
+    titles: dict[int, str] = {}
+    wanted = [int(r[8] or r[9]) for r in rows if (r[8] or r[9])]
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        for event_id, text, extra in conn.execute(
+            f"SELECT id, substr(text, 1, 200), extra FROM events WHERE id IN ({marks})", chunk
+        ):
+            titles[int(event_id)] = " ".join(str(text).split())[:120]
+            if extra:
+                titles[-int(event_id)] = _branch(extra) or ""
+    for session, agent, project, _t0, _t1, count, started, ended, title_id, prompt_id in rows:
+        chosen = int(title_id or prompt_id or 0)
+        out.append(
+            {
+                "session": str(session),
+                "title": titles.get(chosen) or str(session),
+                "agent": agent,
+                "project": project,
+                "branch": titles.get(-chosen) or None,
+                "started": started,
+                "ended": ended,
+                "events": int(count),
+            }
+        )
+    return out
+
+
+def _branch(extra: str) -> str | None:
+    try:
+        value = json.loads(extra).get("git_branch")
+    except (ValueError, AttributeError):
+        return None
+    return str(value) if value else None
+
+
+def _sessions(console: Console, caller: Caller) -> list[dict[str, Any]]:
+    def work(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        newest, refreshed = _state(conn)
+        key = (caller.warm_key, newest, refreshed)
+        with _lock:
+            found = _sessions_cache.get(key)
+        if found is None:
+            found = _all_sessions(conn)
+            with _lock:
+                stale = [k for k in _sessions_cache if k[0] == caller.warm_key]
+                for k in stale:
+                    del _sessions_cache[k]
+                while len(_sessions_cache) >= SESSIONS_KEPT:
+                    del _sessions_cache[next(iter(_sessions_cache))]
+                _sessions_cache[key] = found
+        return found
+
+    result: list[dict[str, Any]] = _read(console, caller, work)
+    return result
+
+
+def projects(console: Console, caller: Caller) -> list[dict[str, Any]]:
+    by_project: dict[str, dict[str, Any]] = {}
+    for item in _sessions(console, caller):
+        name = item["project"] or ""
+        entry = by_project.setdefault(
+            name, {"project": item["project"], "sessions": 0, "events": 0, "last": None}
+        )
+        entry["sessions"] += 1
+        entry["events"] += item["events"]
+        if item["ended"] and (entry["last"] is None or item["ended"] > entry["last"]):
+            entry["last"] = item["ended"]
+    return sorted(by_project.values(), key=lambda e: e["last"] or "", reverse=True)
+
+
+def sessions(
+    console: Console, caller: Caller, *, project: str | None, cursor: str | None, limit: int
+) -> dict[str, Any]:
+    offset = parse_cursor(cursor)
+    limit = max(1, min(limit, PAGE_MAX))
+    found = _sessions(console, caller)
+    if project:
+        found = [s for s in found if s["project"] == project]
+    shown = found[offset : offset + limit]
+    redact = _redactor(console)
+    return {
+        "sessions": [{**s, "title": redact(s["title"])} for s in shown],
+        "total": len(found),
+        "next_cursor": next_cursor(offset, len(shown), len(found)),
+    }
+
+
+_COLUMNS = (
+    "e.id, s.path, e.seq, e.session, e.agent, e.tool, e.args, e.result, e.success, e.timestamp, "
+    "e.extra, e.text, e.body, e.tool_use_id, e.project"
+)
+
+
+def _event_dict(row: tuple[Any, ...], *, fold: bool) -> dict[str, Any]:
+    event_id, path, seq, session, agent, tool, args, result, success, timestamp, extra, text, body = row[:13]
+    full = str(body or text or "")
+    kind = TOOL_KINDS.get(str(tool), "tool" if tool and tool not in _NON_TOOLS else str(tool or "event"))
+    folded = fold and len(full) > FOLD_CHARS
+    out = {
+        "ref": f"e{event_id}",
+        "seq": seq,
+        "session": session,
+        "agent": agent,
+        "tool": tool,
+        "kind": kind,
+        "args": _json(args),
+        "result": _json(result),
+        "success": None if success is None else bool(success),
+        "timestamp": timestamp,
+        "text": full[:FOLD_CHARS] if folded else full,
+        "folded": folded,
+        "chars": len(full),
+        "source": path,
+        "project": row[14],
+        "branch": _branch(extra) if extra else None,
+    }
+    if folded and isinstance(out["result"], str) and len(out["result"]) > FOLD_CHARS:
+        out["result"] = out["result"][:FOLD_CHARS]
+    return out
+
+
+def _json(text: Any) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def _non_tools() -> frozenset[str]:
+    from korg_bridge.recall.history.ingest.event import KINDS
+
+    return frozenset(KINDS)
+
+
+_NON_TOOLS = _non_tools()
+
+
+def timeline(
+    console: Console, caller: Caller, session: str, *, cursor: str | None, limit: int
+) -> dict[str, Any]:
+    offset = parse_cursor(cursor)
+    limit = max(1, min(limit, PAGE_MAX))
+    if not session or len(session) > 512:
+        raise UsageError("pass a session id from the sessions list.")
+
+    def work(conn: sqlite3.Connection) -> tuple[int, list[tuple[Any, ...]]]:
+        total = conn.execute("SELECT count(*) FROM events WHERE session = ?", (session,)).fetchone()[0]
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM events e JOIN sources s ON s.id = e.source_id WHERE e.session = ? "
+            'ORDER BY e.source_id, e."offset", e.id LIMIT ? OFFSET ?',
+            (session, limit, offset),
+        ).fetchall()
+        return int(total), rows
+
+    total, rows = _read(console, caller, work)
+    if not total:
+        raise UsageError(f"no session {session!r} in the history index.")
+    redact = _redactor(console)
+    events = [redact(_event_dict(row, fold=True)) for row in rows]
+    return {
+        "session": session,
+        "total": total,
+        "events": events,
+        "next_cursor": next_cursor(offset, len(rows), total),
+    }
+
+
+def event(console: Console, caller: Caller, ref: str) -> dict[str, Any]:
+    from korg_bridge.recall.history.index import parse_ref
+
+    event_id = parse_ref(ref)
+
+    def work(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = conn.execute(
+            f"SELECT {_COLUMNS} FROM events e JOIN sources s ON s.id = e.source_id WHERE e.id = ?",
+            (event_id,),
+        ).fetchone()
+        return row
+
+    row = _read(console, caller, work)
+    if row is None:
+        raise UsageError(f"no event e{event_id} in the recall index. Use a ref from a session or a search.")
+    found: dict[str, Any] = _redactor(console)(_event_dict(row, fold=False))
+    return found
+
+
+def remember_draft(console: Console, caller: Caller, ref: str) -> dict[str, Any]:
+    found = event(console, caller, ref)
+    text = str(found["text"]).strip()
+    scope = f"project:{found['project']}" if found.get("project") else "user"
+    return {
+        "content": text[:4000],
+        "title": " ".join(text.split())[:100],
+        "source": found["ref"],
+        "scope": scope,
+        "type": "project" if found.get("project") else "note",
+        "event": {k: found[k] for k in ("ref", "session", "agent", "tool", "timestamp", "project")},
+    }
+
+
+def search(
+    console: Console,
+    caller: Caller,
+    query: str,
+    *,
+    mode: str = "auto",
+    project: str | None = None,
+    agent: str | None = None,
+    tool: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    top_n: int = 20,
+) -> dict[str, Any]:
+    from korg_bridge.recall.history.query.limits import check_query
+    from korg_bridge.recall.history.query.search import search as run_search
+    from korg_bridge.recall.history.query.timeparse import parse_time
+    from korg_bridge.recall.semantic.modes import SEMANTIC_MODES, resolve_mode
+
+    check_query(query)
+    if mode not in ("auto", "keyword", "hybrid", "semantic", "substring"):
+        raise UsageError(f"bad mode {mode!r}: use auto, keyword, hybrid, semantic or substring.")
+    env = console.env_for(caller)
+    used = resolve_mode(mode, env)
+    embedder = None
+    if used in SEMANTIC_MODES:
+        from korg_bridge.recall.semantic.modes import shared_embedder
+
+        embedder = shared_embedder(env)
+    start = parse_time(since) if since else None
+    end = parse_time(until, end_of_day=True) if until else None
+    top_n = max(1, min(int(top_n), 100))
+    root = None
+    if project and project.strip():  # as the CLI's --project: a folder, matched by its git root
+        from korg_bridge.recall.project import project_root
+
+        root = project_root(os.path.abspath(os.path.expanduser(project.strip())))
+
+    sources = _sources(env)
+    ensure_fresh(console, caller)
+
+    def work(index: Index) -> list[Any]:
+        return run_search(
+            index,
+            query,
+            mode=used,
+            top_n=top_n,
+            min_score=0.0 if used == "hybrid" else 0.3,
+            sources=sources,
+            tool_filter=[tool] if tool else (),
+            agent_filter=[agent] if agent else (),
+            since=start,
+            until=end,
+            project=root,
+            embedder=embedder,
+        )
+
+    hits = console.warm.with_index(caller.warm_key, env, work)
+    redact = _redactor(console)
+    out = [
+        redact(
+            {
+                "ref": hit.ref,
+                "score": round(hit.score, 4),
+                "breakdown": hit.breakdown or {"total": round(hit.score, 4)},
+                "agent": hit.agent,
+                "tool": hit.tool,
+                "session": hit.session,
+                "timestamp": hit.timestamp,
+                "project": hit.project,
+                "snippet": " ".join(str(hit.snippet).split())[:300],
+            }
+        )
+        for hit in hits
+    ]
+    return {"mode": used, "query": query, "hits": out}

@@ -1,0 +1,400 @@
+"""The console's reads of the memory store: filtered pages, search with breakdowns, a memory in
+full (versions, links both ways, its operation-log entries), the approval queue.
+
+Reads only: every write goes through :mod:`korg_bridge.recall.memory.operations` and friends
+(:class:`~.services.Console`). The SQL here is built from constants; every value is a bound
+parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from korg_bridge.errors import UsageError
+from korg_bridge.recall.interop.claude.records import source_kind
+from korg_bridge.recall.memory.records import MEMORY_TYPES, Version
+from korg_bridge.recall.memory.rows import head, lineage, links_of, pending_proposal, select_versions
+from korg_bridge.recall.memory.safety import age_label
+
+if TYPE_CHECKING:
+    from korg_bridge.recall.memory.backend.protocols import Store, Tx
+
+__all__ = [
+    "SOURCES",
+    "STATES",
+    "Filters",
+    "checked_scope",
+    "detail",
+    "next_cursor",
+    "page",
+    "parse_cursor",
+    "pending",
+    "pending_count",
+    "scopes",
+    "search",
+    "summary",
+]
+
+STATES = ("live", "pending", "superseded", "retired", "untrusted", "all")
+SOURCES = ("agent", "user", "claude", "import")
+PAGE_MAX = 200
+EXCERPT_CHARS = 240
+OPLOG_MAX = 200
+"""Operation-log entries shown with one memory (the newest)."""
+WIKI_LINK = re.compile(r"\[\[(m[a-z2-7]{10})\]\]")
+"""``[[m3x7k2p9qaz]]`` in a memory's text links to that memory."""
+
+_STATE_WHERE = {
+    "live": "superseded_by IS NULL AND state = 'live'",
+    "pending": "superseded_by IS NULL AND state = 'pending'",
+    "retired": "superseded_by IS NULL AND state = 'retired'",
+    "superseded": "superseded_by IS NOT NULL AND state NOT IN ('pending', 'purged')",
+    "untrusted": "superseded_by IS NULL AND state IN ('live', 'pending') AND trust = 'untrusted'",
+    "all": "superseded_by IS NULL AND state <> 'purged'",
+}
+_SOURCE_WHERE = {
+    "user": "actor IN ('user', 'mirror')",
+    "claude": "actor = 'claude'",
+    "import": "actor = 'import'",
+    "agent": "actor NOT IN ('user', 'mirror', 'claude', 'import')",
+}
+"""Who wrote a memory, by the version's actor: a person (at a terminal, in the console, or by
+editing the mirror), Claude Code's folders, an import, or anything else -- an agent."""
+
+
+def parse_cursor(cursor: str | None) -> int:
+    """The offset a ``next_cursor`` stands for.
+
+    Raises:
+        UsageError: not a cursor a page returned.
+    """
+    text = (cursor or "").strip()
+    if not text:
+        return 0
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
+        raise UsageError(f"bad cursor {cursor!r}: pass the next_cursor of the previous page.")
+    return int(text)
+
+
+def next_cursor(offset: int, shown: int, total: int) -> str | None:
+    return str(offset + shown) if offset + shown < total else None
+
+
+def checked_scope(scope: str, project: str) -> str:
+    """Raises:
+    UsageError: not a scope."""
+    from korg_bridge.recall.memory.scopes import parse_scope
+
+    return parse_scope(scope, project)
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    scope: str | None
+    type: str | None
+    state: str
+    tag: str | None
+    pinned: bool | None
+    source: str | None
+
+    @classmethod
+    def checked(
+        cls,
+        *,
+        scope: str | None,
+        type: str | None,
+        state: str | None,
+        tag: str | None,
+        pinned: bool | None,
+        source: str | None,
+        project: str,
+    ) -> Filters:
+        """Raises:
+        UsageError: a value outside its list, a bad scope."""
+        state = state or "live"
+        for name, value, allowed in (
+            ("state", state, STATES),
+            ("type", type, MEMORY_TYPES),
+            ("source", source, SOURCES),
+        ):
+            if value and value not in allowed:
+                raise UsageError(f"bad {name} {value!r}: use one of {', '.join(allowed)}.")
+        return cls(
+            scope=checked_scope(scope, project) if scope else None,
+            type=type or None,
+            state=state,
+            tag=(tag or "").strip() or None,
+            pinned=pinned,
+            source=source or None,
+        )
+
+    def where(self, conn: Tx) -> tuple[str, list[object]]:
+        clauses = [_STATE_WHERE[self.state]]
+        params: list[object] = []
+        if self.scope:
+            clauses.append("scope = ?")
+            params.append(self.scope)
+        if self.type:
+            clauses.append("type = ?")
+            params.append(self.type)
+        if self.tag:
+            clauses.append(conn.tag_condition())
+            params.append(self.tag)
+        if self.pinned is not None:
+            clauses.append("pinned = ?")
+            params.append(int(self.pinned))
+        if self.source:
+            clauses.append(_SOURCE_WHERE[self.source])
+        return " AND ".join(clauses), params
+
+
+def summary(version: Version, now: float) -> dict[str, Any]:
+    """What a list shows of one version (no full body: a page of 50 stays small)."""
+    body = version.body
+    return {
+        "id": version.id,
+        "version": version.version,
+        "scope": version.scope,
+        "type": version.type,
+        "title": version.title,
+        "excerpt": body if len(body) <= EXCERPT_CHARS else body[: EXCERPT_CHARS - 1] + "…",
+        "tags": list(version.tags),
+        "pinned": version.pinned,
+        "state": version.state,
+        "trust": version.trust,
+        "actor": version.actor,
+        "source_kind": source_kind(version.source),
+        "recorded_at": version.recorded_at,
+        "age": age_label(version.recorded_at, now),
+        "conflict": version.conflict,
+        "superseded_by": version.superseded_by,
+    }
+
+
+def page(store: Store, filters: Filters, offset: int, limit: int, now: float) -> dict[str, Any]:
+    limit = max(1, min(limit, PAGE_MAX))
+    with store.reading() as conn:
+        where, params = filters.where(conn)
+        total = int(conn.execute(f"SELECT count(*) FROM memory WHERE {where}", params).fetchone()[0])
+        found = select_versions(
+            conn,
+            f"{where} ORDER BY pinned DESC, recorded_at DESC, id, version LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        waiting = pending_count_in(conn)
+    return {
+        "memories": [summary(v, now) for v in found],
+        "total": total,
+        "next_cursor": next_cursor(offset, len(found), total),
+        "pending": waiting,
+    }
+
+
+def pending_count_in(conn: Tx) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM memory WHERE superseded_by IS NULL AND state = 'pending'"
+    ).fetchone()
+    return int(row[0])
+
+
+def pending_count(store: Store) -> int:
+    with store.reading() as conn:
+        return pending_count_in(conn)
+
+
+def pending(store: Store, offset: int, limit: int, now: float) -> dict[str, Any]:
+    limit = max(1, min(limit, PAGE_MAX))
+    with store.reading() as conn:
+        total = pending_count_in(conn)
+        found = select_versions(
+            conn,
+            "superseded_by IS NULL AND state = 'pending' ORDER BY recorded_at, id LIMIT ? OFFSET ?",
+            (limit, offset),
+        )
+        out: list[dict[str, Any]] = []
+        for proposal in found:
+            current = head(conn, proposal.id)
+            before = current if current is not None and current.version != proposal.version else None
+            out.append(
+                {
+                    **summary(proposal, now),
+                    "body": proposal.body,
+                    "before": None
+                    if before is None
+                    else {
+                        "version": before.version,
+                        "title": before.title,
+                        "body": before.body,
+                        "state": before.state,
+                    },
+                }
+            )
+    return {"memories": out, "total": total, "next_cursor": next_cursor(offset, len(found), total)}
+
+
+def scopes(store: Store) -> list[dict[str, Any]]:
+    with store.reading() as conn:
+        rows = conn.execute(
+            "SELECT scope, count(*) FROM memory WHERE superseded_by IS NULL AND state <> 'purged' "
+            "GROUP BY scope ORDER BY scope"
+        ).fetchall()
+    return [{"scope": str(scope), "memories": int(count)} for scope, count in rows]
+
+
+def _version_entry(version: Version, now: float) -> dict[str, Any]:
+    data = version.to_dict()
+    data["age"] = age_label(version.recorded_at, now)
+    data["source_kind"] = source_kind(version.source)
+    data["ref"] = _ref_of(version.source)
+    return data
+
+
+def _ref_of(source: Mapping[str, Any] | None) -> str | None:
+    """The history event a memory came from (``e123``), when its source names one."""
+    ref = source.get("ref") if isinstance(source, Mapping) else None
+    return ref if isinstance(ref, str) and re.fullmatch(r"e\d{1,18}", ref) else None
+
+
+def detail(store: Store, env: Mapping[str, str], memory_id: str, now: float) -> dict[str, Any]:
+    """Raises:
+    UsageError: "no memory …" for an unknown or purged id."""
+    from korg_bridge.recall.memory.review import last_reviewed
+
+    with store.reading() as conn:
+        versions = lineage(conn, memory_id)
+        current = head(conn, memory_id)
+        if current is None or current.state == "purged":
+            raise UsageError(f"no memory {memory_id}. List ids with `korg-recall memories`.")
+        proposal = pending_proposal(conn, memory_id)
+        similar = links_of(conn, [memory_id])
+        incoming = select_versions(
+            conn,
+            "superseded_by IS NULL AND state <> 'purged' AND id <> ? AND body LIKE ? ESCAPE '!' ORDER BY id",
+            (memory_id, f"%[[{memory_id}]]%"),
+        )
+        mentioned = sorted(set(WIKI_LINK.findall(current.body)) - {memory_id})
+        targets = {m: head(conn, m) for m in mentioned}
+        entries = _oplog_entries(store, conn, env, memory_id)
+    outgoing: list[dict[str, Any]] = [
+        {"id": m, "kind": "wiki", "title": t.title if t is not None and t.state != "purged" else None}
+        for m, t in targets.items()
+    ]
+    outgoing += [{"id": b, "kind": kind, "title": None} for a, b, kind in similar if a == memory_id]
+    inbound: list[dict[str, Any]] = [{"id": v.id, "kind": "wiki", "title": v.title} for v in incoming]
+    inbound += [{"id": a, "kind": kind, "title": None} for a, b, kind in similar if b == memory_id]
+    shown = [v for v in versions if v.state != "purged"]
+    return {
+        "current": {**_version_entry(current, now), "reviewed_at": last_reviewed(current)},
+        "versions": [_version_entry(v, now) for v in shown],
+        "pending": None
+        if proposal is None or proposal.version == current.version
+        else _version_entry(proposal, now),
+        "links": {"outgoing": outgoing, "incoming": inbound},
+        "oplog": entries,
+        "reviewed_at": last_reviewed(current),
+    }
+
+
+def _oplog_entries(store: Store, conn: Tx, env: Mapping[str, str], memory_id: str) -> list[dict[str, Any]]:
+    """The operation-log entries naming ``memory_id`` (a team store's table, a SQLite store's file)."""
+    if store.kind == "postgresql":
+        rows = conn.execute(
+            "SELECT seq_id, entry FROM memory_ops WHERE entry LIKE ? ORDER BY seq_id DESC LIMIT ?",
+            (f"%{memory_id}%", OPLOG_MAX),
+        ).fetchall()
+        lines = [(int(seq), str(entry)) for seq, entry in reversed(rows)]
+    else:
+        from korg_bridge.recall.console.oplogview import entries_of
+
+        lines = entries_of(env, memory_id, OPLOG_MAX)
+    out: list[dict[str, Any]] = []
+    for seq, text in lines:
+        try:
+            entry = json.loads(text)
+        except ValueError:
+            continue
+        args = entry.get("args") if isinstance(entry, dict) else None
+        if not isinstance(args, dict) or args.get("id") != memory_id:
+            continue
+        out.append(
+            {
+                "seq": seq,
+                "op": str(entry.get("tool_name", "")).removeprefix("memory."),
+                "actor": entry.get("source_agent"),
+                "status": (entry.get("result") or {}).get("status"),
+                "version": args.get("version"),
+                "state": args.get("state"),
+                "timestamp": entry.get("timestamp"),
+            }
+        )
+    return out
+
+
+def search(
+    store: Store,
+    env: Mapping[str, str],
+    query: str,
+    mode: str,
+    scopes_: Sequence[str] | None,
+    type_: str | None,
+    tag: str | None,
+    top_n: int,
+    now: float,
+) -> dict[str, Any]:
+    """Raises:
+    UsageError: a bad mode or type; DependencyMissing: a semantic mode without a model."""
+    from korg_bridge.recall.memory.search import search_memories
+
+    if type_ and type_ not in MEMORY_TYPES:
+        raise UsageError(f"bad type {type_!r}: use one of {', '.join(MEMORY_TYPES)}.")
+    if mode not in ("auto", "keyword", "hybrid", "semantic"):
+        raise UsageError(f"bad mode {mode!r}: use auto, keyword, hybrid or semantic.")
+    top_n = max(1, min(top_n, 100))
+    meaning, used = _meaning(env, query, mode)
+    with store.reading() as conn:
+        wanted = list(scopes_) if scopes_ is not None else [row["scope"] for row in _scopes_in(conn)]
+        hits = search_memories(
+            conn,
+            query,
+            scopes=wanted,
+            types=[type_] if type_ else (),
+            tags=[tag] if tag else (),
+            top_n=top_n,
+            now=now,
+            meaning=meaning,
+        )
+    return {
+        "mode": used,
+        "query": query,
+        "hits": [{**hit.to_dict(now), "how": hit.how, "tags": list(hit.version.tags)} for hit in hits],
+    }
+
+
+def _scopes_in(conn: Tx) -> list[dict[str, Any]]:
+    rows = conn.execute("SELECT DISTINCT scope FROM memory WHERE superseded_by IS NULL").fetchall()
+    return [{"scope": str(row[0])} for row in rows]
+
+
+def _meaning(env: Mapping[str, str], query: str, mode: str) -> tuple[Any, str]:
+    """How to rank (None: by keywords) and the mode used; ``auto`` takes hybrid when a model is on
+    disk, keyword otherwise.
+
+    Raises:
+        DependencyMissing: ``hybrid``/``semantic`` asked for without a model.
+    """
+    from korg_bridge.recall.semantic.modes import SEMANTIC_MODES, resolve_mode
+
+    used = "keyword" if mode == "keyword" else resolve_mode(mode, env)
+    if used not in SEMANTIC_MODES:
+        return None, "keyword"
+    from korg_bridge.recall.memory.scoring import semantic_floor
+    from korg_bridge.recall.memory.search import Meaning
+    from korg_bridge.recall.semantic.modes import shared_embedder
+
+    embedder = shared_embedder(env)
+    vector = embedder.embed([query])[0]
+    return Meaning(used, vector, embedder.model_id, embedder.dim, min_score=semantic_floor(None)), used

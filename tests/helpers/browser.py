@@ -1,5 +1,4 @@
-"""A real browser on a real server: the console's app served by uvicorn on a free loopback port
-(in a thread of the test process, stopped and joined by the context manager), and Debian's
+"""A real browser for the console (served by :func:`tests.helpers.console.live_server`): Debian's
 chromium driven by Playwright, with a guard that records every dialog, console error, page error
 and request that would leave the console's origin (such a request is aborted, never sent).
 
@@ -12,9 +11,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,9 +34,6 @@ SKIP_REASON = (
     "packages (apt-get install -y chromium; pip install -e '.[test]'); .ci/run installs both"
 )
 """The one reason every browser test skips with on a plain clone."""
-START_BOUND = 20.0
-"""Seconds a server may take to start (a loaded 2-core machine imports slowly)."""
-STOP_BOUND = 20.0
 
 
 def browser_missing() -> str | None:
@@ -55,44 +48,6 @@ def browser_missing() -> str | None:
 
 def chromium_path() -> str:
     return str(CHROMIUM) if CHROMIUM.exists() else str(shutil.which("chromium"))
-
-
-def free_port() -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def serve(app: Any, *, port: int | None = None) -> Iterator[str]:
-    """``app`` on ``http://127.0.0.1:PORT`` until the block ends; yields the base URL.
-
-    Raises:
-        TimeoutError: the server did not start within :data:`START_BOUND`.
-    """
-    import uvicorn
-
-    port = port or free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name=f"console-{port}", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + START_BOUND
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            thread.join(STOP_BOUND)
-            raise TimeoutError(f"the console did not start on port {port} within {START_BOUND} s")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(STOP_BOUND)
-        assert not thread.is_alive(), "the console's server did not stop"
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from korg_bridge.errors import KorgError, UsageError
 from korg_bridge.recall.console.render import (
@@ -475,8 +475,9 @@ def home(request: Request) -> Response:
     return RedirectResponse("/memories", status_code=303)
 
 
-def routes() -> list[Route]:
-    """Every page of the console (the app mounts the API, static files and metrics beside them)."""
+def routes(console: Console) -> list[BaseRoute]:
+    """Every page of the console (the app mounts the API, static files and metrics beside them);
+    handlers find ``console`` as ``request.app.state.console``, the app's one :class:`Console`."""
     from korg_bridge.recall.console import history_pages, insight_pages
 
     return [

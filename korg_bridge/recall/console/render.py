@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
-import secrets
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,7 +29,7 @@ from starlette.responses import HTMLResponse, RedirectResponse
 
 from korg_bridge.auth.identity import SCOPE_KEY
 from korg_bridge.errors import KorgError
-from korg_bridge.recall.console.security import CSRF_COOKIE, CSRF_FIELD
+from korg_bridge.recall.console.security import CSRF_FIELD, csrf_token
 from korg_bridge.recall.console.services import Caller, Console, http_status
 
 __all__ = [
@@ -56,8 +54,6 @@ TEMPLATE_DIR = HERE / "templates"
 STATIC_DIR = HERE / "static"
 STATIC_PREFIX = "/static/"
 
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{32,64}")
-"""A CSRF token this module made (``secrets.token_urlsafe(32)``): anything else gets a new one."""
 _KEEP = frozenset("\n\t")
 """Controls that lay out text as written (``white-space: pre-wrap`` shows them); every other
 control or format character is made visible."""
@@ -156,15 +152,6 @@ def caller_of(request: Request) -> Caller:
     return Caller.of(request.scope.get(SCOPE_KEY))
 
 
-def _csrf(request: Request) -> tuple[str, bool]:
-    """This browser's CSRF token (the double-submit cookie :class:`~.security.Csrf` checks) and
-    whether it is new, so the response must set the cookie."""
-    token = request.cookies.get(CSRF_COOKIE, "")
-    if _TOKEN.fullmatch(token):
-        return token, False
-    return secrets.token_urlsafe(32), True
-
-
 def render_page(
     request: Request,
     template: str,
@@ -188,7 +175,7 @@ def render_page(
         notices.append({"kind": "ok", "text": DONE[done]})
     if error:
         notices.append({"kind": "error", "text": error})
-    csrf_token, new_token = _csrf(request)
+
     who = (
         f"{caller.actor} ({caller.tenant})"
         if caller.key and caller.tenant
@@ -206,17 +193,12 @@ def render_page(
             "pending_count": pending,
             "events_url": "/api/v1/events",
             "csrf_name": CSRF_FIELD,
-            "csrf_token": csrf_token,
+            "csrf_token": csrf_token(request.scope),
             "notices": notices,
             "who": who,
         },
     )
-    response = HTMLResponse(html, status_code=status)
-    if new_token:
-        # Strict: no other site's page can make the browser send it; HttpOnly: no script needs it
-        # (forms carry the token in a field, and the console's script posts nothing).
-        response.set_cookie(CSRF_COOKIE, csrf_token, path="/", httponly=True, samesite="strict")
-    return response
+    return HTMLResponse(html, status_code=status)
 
 
 def error_page(request: Request, exc: KorgError, *, section: str = "memories") -> HTMLResponse:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.helpers.browser import Guard, browser_missing, launched, serve
+from tests.helpers.browser import Guard, browser_missing, launched
+from tests.helpers.console import live_server
 from tests.recall.console.demo import Demo, build_demo
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Demo:
 
 @pytest.fixture
 def console(demo: Demo) -> Iterator[Console]:
-    with serve(make_app(demo.env, demo.project)) as url:
+    with live_server(make_app(demo.env, demo.project)) as url:
         yield Console(url, demo)
 
 

@@ -10,18 +10,30 @@ from tests.recall.console.browser.conftest import Console
 
 
 def pending_ids(page: Page) -> list[str]:
-    return page.locator('[data-live-list="pending"] > li').evaluate_all("items => items.map(i => i.dataset.id)")
+    return page.locator('[data-live-list="pending"] > li').evaluate_all(
+        "items => items.map(i => i.dataset.id)"
+    )
 
 
 def state_of(console: Console, memory_id: str) -> list[tuple[int, str]]:
     return [
         (int(v), str(s))
-        for v, s in rows(store_file(console.demo.home), "SELECT version, state FROM memory WHERE id = ? ORDER BY version", [memory_id])
+        for v, s in rows(
+            store_file(console.demo.home),
+            "SELECT version, state FROM memory WHERE id = ? ORDER BY version",
+            [memory_id],
+        )
     ]
 
 
 def test_the_pending_count_shows_on_every_page(page: Page, console: Console) -> None:
-    for path in ("/memories", "/history", "/context", "/health", f"/memories/{console.demo.memories['commits']}"):
+    for path in (
+        "/memories",
+        "/history",
+        "/context",
+        "/health",
+        f"/memories/{console.demo.memories['commits']}",
+    ):
         page.goto(console.at(path))
         expect(page.locator('nav [data-live="pending-count"]')).to_have_text("2")
 
@@ -82,6 +94,11 @@ def test_edit_then_approve_makes_the_edited_text_live(page: Page, console: Conso
     card.get_by_role("button", name="Save and approve").click()
     expect(page.locator(".notice.ok")).to_have_text("Approved.")
     page.goto(console.at(f"/memories/{memory_id}"))
-    expect(page.locator(".memory .body").first).to_have_text("Payments use Stripe's test keys in CI (never live keys).")
-    ops = [(e["tool_name"].rsplit(".", 1)[-1], e["source_agent"]) for e in log_entries(store_file(console.demo.home))]
+    expect(page.locator(".memory .body").first).to_have_text(
+        "Payments use Stripe's test keys in CI (never live keys)."
+    )
+    ops = [
+        (e["tool_name"].rsplit(".", 1)[-1], e["source_agent"])
+        for e in log_entries(store_file(console.demo.home))
+    ]
     assert ops[-2:] == [("approve", "user"), ("revise", "user")]

@@ -9,7 +9,9 @@ from playwright.sync_api import Locator, Page, expect
 from tests.recall.console.browser.conftest import Console
 
 
-def test_context_preview_shows_the_brief_its_tokens_and_what_was_left_out(page: Page, console: Console) -> None:
+def test_context_preview_shows_the_brief_its_tokens_and_what_was_left_out(
+    page: Page, console: Console
+) -> None:
     page.goto(console.at("/context"))
     brief = page.locator("pre.brief")
     expect(brief).to_contain_text("korg-recall brief")
@@ -31,7 +33,9 @@ def test_a_small_budget_leaves_memories_out_for_the_budget(page: Page, console: 
     page.fill("#cbudget", "160")
     page.get_by_role("button", name="Show").click()
     expect(page.locator("#brief-title")).to_contain_text("of 160 tokens")
-    expect(page.locator('section[aria-labelledby="left-title"]')).to_contain_text("did not fit the token budget")
+    expect(page.locator('section[aria-labelledby="left-title"]')).to_contain_text(
+        "did not fit the token budget"
+    )
 
 
 def test_the_hook_shows_as_installed_once_it_is(page: Page, console: Console) -> None:
@@ -40,7 +44,9 @@ def test_the_hook_shows_as_installed_once_it_is(page: Page, console: Console) ->
     proc = run("hooks", "install", "--claude", "--project", cwd=console.demo.project, env=console.demo.env)
     assert proc.returncode == 0, proc.stderr
     page.goto(console.at("/context"))
-    expect(page.locator('section[aria-labelledby="hooks-title"] li', has_text="claude (project settings)")).to_contain_text("installed")
+    expect(
+        page.locator('section[aria-labelledby="hooks-title"] li', has_text="claude (project settings)")
+    ).to_contain_text("installed")
 
 
 def section(page: Page, title: str) -> Locator:

@@ -15,7 +15,16 @@ APPEARS_MS = 3000
 
 def agent_remembers(console: Console, content: str, **env: str) -> str:
     """``korg-recall remember`` as an agent would run it (the real binary, stdin /dev/null)."""
-    proc = run("remember", "--content", content, "--type", "project", "--json", cwd=console.demo.project, env={**console.demo.env, **env})
+    proc = run(
+        "remember",
+        "--content",
+        content,
+        "--type",
+        "project",
+        "--json",
+        cwd=console.demo.project,
+        env={**console.demo.env, **env},
+    )
     return str(ok(proc)["id"])
 
 
@@ -35,7 +44,9 @@ def test_a_held_write_updates_the_count_and_the_approvals_page(page: Page, conso
     page.wait_for_timeout(400)
     memory_id = agent_remembers(console, "Deploys need two approvals.", KORG_RECALL_WRITES="confirm")
     expect(page.locator('nav [data-live="pending-count"]')).to_have_text("3", timeout=APPEARS_MS)
-    expect(page.locator(f'[data-live-list="pending"] > li[data-id="{memory_id}"]')).to_be_visible(timeout=APPEARS_MS)
+    expect(page.locator(f'[data-live-list="pending"] > li[data-id="{memory_id}"]')).to_be_visible(
+        timeout=APPEARS_MS
+    )
 
 
 def test_newly_indexed_history_is_announced(page: Page, console: Console) -> None:

@@ -390,19 +390,23 @@ def build_demo(home: Path, *, hostile: bool = False, now: float | None = None) -
 
 
 def _claude_topic(home: Path, project: Path) -> None:
-    """A Claude Code memory topic file full of hostile text (read into the store as Claude Code's)."""
+    """Claude Code memory topic files full of hostile text: one read into the store as Claude
+    Code's, one whose front matter cannot be read (Health lists it, and why)."""
     folder = home / ".claude" / "projects" / _slug(project) / "memory"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "MEMORY.md").write_text(
-        "- [Hostile topic](hostile.md): " + HOSTILE["img"] + "\n", encoding="utf-8"
+        "- [Hostile topic](hostile.md): " + HOSTILE["img"] + "\n- [Broken](broken.md)\n", encoding="utf-8"
     )
+    quoted = HOSTILE["img"].replace("'", "''")
     (folder / "hostile.md").write_text(
-        "---\nname: hostile topic "
-        + HOSTILE["script"]
-        + "\ndescription: "
+        f"---\nname: hostile topic {HOSTILE['script']}\ndescription: '{quoted}'\ntype: project\n---\n{HOSTILE_TEXT}\n",
+        encoding="utf-8",
+    )
+    (folder / "broken.md").write_text(
+        "---\nname: broken\ndescription: "
         + HOSTILE["img"]
         + "\ntype: project\n---\n"
-        + HOSTILE_TEXT
+        + HOSTILE["script"]
         + "\n",
         encoding="utf-8",
     )

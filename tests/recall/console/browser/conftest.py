@@ -1,7 +1,7 @@
 """Browser tests of the console: Debian's chromium driven by Playwright against the real app served
 by uvicorn on a free loopback port, over a demo store built the way agents write one.
 
-Without chromium or the Playwright packages every test here skips with one reason
+Without chromium or the Playwright packages the suite is one skipped test with one reason
 (:data:`tests.helpers.browser.SKIP_REASON`). Every page a test opens is guarded: a dialog, a
 console error, a page error or a request leaving the console's origin fails the test.
 """
@@ -23,15 +23,14 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Playwright
 
 MISSING = browser_missing()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if MISSING is None:
-        return
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.skip(reason=MISSING))
+SENTINEL = "test_browser_available.py"
+collect_ignore = (
+    [str(path) for path in Path(__file__).parent.glob("test_*.py") if path.name != SENTINEL]
+    if MISSING
+    else []
+)
+"""Without a browser, only :data:`SENTINEL` is collected: the suite shows as one skip, with the
+reason, instead of a skip per test (or an import error where Playwright is not installed)."""
 
 
 def make_app(env: dict[str, str], cwd: Path) -> Any:

@@ -35,13 +35,13 @@ __all__ = ["event", "projects", "refresh", "remember_draft", "search", "sessions
 FOLD_CHARS = 2000
 """Texts longer than this are folded in a timeline: the first part shown, the rest a click away."""
 PAGE_MAX = 500
-FRESH_S = 2.0
+FRESH_S = 10.0
 SESSIONS_KEPT = 8
 """Session lists kept (per caller and index state)."""
 TOOL_KINDS = {"user_prompt": "prompt", "llm_inference": "reply", "compact_summary": "summary"}
 
 _lock = threading.Lock()
-_sessions_cache: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+_sessions_cache: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
 
 
 def _redactor(console: Console) -> Any:
@@ -89,10 +89,11 @@ def _sources(env: Mapping[str, str]) -> list[Path]:
     return [Path(p) for p in walls.sources] if walls is not None else list(resolve_sources([], env))
 
 
-def _state(conn: sqlite3.Connection) -> tuple[int, str]:
-    newest = conn.execute("SELECT max(id) FROM events").fetchone()[0] or 0
-    row = conn.execute("SELECT value FROM meta WHERE key = 'last_refresh'").fetchone()
-    return int(newest), str(row[0]) if row else ""
+def _state(conn: sqlite3.Connection) -> tuple[int, int]:
+    """What changes when events come or go: the newest id, and how many there are (a refresh that
+    found nothing new changes neither, so the sessions stay cached)."""
+    newest, count = conn.execute("SELECT coalesce(max(id), 0), count(*) FROM events").fetchone()
+    return int(newest), int(count)
 
 
 def _all_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -100,7 +101,7 @@ def _all_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         """
         SELECT session, min(agent), max(project), min(ts), max(ts), count(*),
                min(timestamp), max(timestamp), max(CASE WHEN tool = 'session_title' THEN id END),
-               min(CASE WHEN tool = 'user_prompt' THEN id END)
+               min(CASE WHEN tool = 'user_prompt' THEN id END), group_concat(DISTINCT source_id)
         FROM events WHERE session IS NOT NULL
         GROUP BY session ORDER BY max(ts) DESC, session
         """
@@ -119,7 +120,7 @@ def _all_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             titles[int(event_id)] = " ".join(str(text).split())[:120]
             if extra:
                 titles[-int(event_id)] = _branch(extra) or ""
-    for session, agent, project, _t0, _t1, count, started, ended, title_id, prompt_id in rows:
+    for session, agent, project, _t0, _t1, count, started, ended, title_id, prompt_id, files in rows:
         chosen = int(title_id or prompt_id or 0)
         out.append(
             {
@@ -131,6 +132,7 @@ def _all_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
                 "started": started,
                 "ended": ended,
                 "events": int(count),
+                "_files": [int(f) for f in str(files or "").split(",") if f],
             }
         )
     return out
@@ -146,8 +148,8 @@ def _branch(extra: str) -> str | None:
 
 def _sessions(console: Console, caller: Caller) -> list[dict[str, Any]]:
     def work(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-        newest, refreshed = _state(conn)
-        key = (caller.warm_key, newest, refreshed)
+        newest, count = _state(conn)
+        key = (caller.warm_key, newest, count)
         with _lock:
             found = _sessions_cache.get(key)
         if found is None:
@@ -190,10 +192,14 @@ def sessions(
     shown = found[offset : offset + limit]
     redact = _redactor(console)
     return {
-        "sessions": [{**s, "title": redact(s["title"])} for s in shown],
+        "sessions": [_public(s, redact) for s in shown],
         "total": len(found),
         "next_cursor": next_cursor(offset, len(shown), len(found)),
     }
+
+
+def _public(session: dict[str, Any], redact: Any) -> dict[str, Any]:
+    return {k: v for k, v in session.items() if not k.startswith("_")} | {"title": redact(session["title"])}
 
 
 _COLUMNS = (
@@ -256,14 +262,21 @@ def timeline(
     if not session or len(session) > 512:
         raise UsageError("pass a session id from the sessions list.")
 
+    found = next((s for s in _sessions(console, caller) if s["session"] == session), None)
+    if found is None:
+        raise UsageError(f"no session {session!r} in the history index.")
+    files = found["_files"] or [-1]
+    marks = ", ".join("?" * len(files))
+
     def work(conn: sqlite3.Connection) -> tuple[int, list[tuple[Any, ...]]]:
-        total = conn.execute("SELECT count(*) FROM events WHERE session = ?", (session,)).fetchone()[0]
+        # By the session's files first: their (source_id, offset) index, not a scan of every event.
         rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM events e JOIN sources s ON s.id = e.source_id WHERE e.session = ? "
+            f"SELECT {_COLUMNS} FROM events e JOIN sources s ON s.id = e.source_id "
+            f"WHERE e.source_id IN ({marks}) AND e.session = ? "
             'ORDER BY e.source_id, e."offset", e.id LIMIT ? OFFSET ?',
-            (session, limit, offset),
+            (*files, session, limit, offset),
         ).fetchall()
-        return int(total), rows
+        return int(found["events"]), rows
 
     total, rows = _read(console, caller, work)
     if not total:

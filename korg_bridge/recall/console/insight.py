@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import KorgError, UsageError
+from korg_bridge.recall.memory.records import iso
 
 if TYPE_CHECKING:
     from korg_bridge.recall.console.core import Caller
@@ -79,7 +82,30 @@ def _not_in_brief(store: Store, scopes: list[str]) -> dict[str, int]:
     return {"untrusted": untrusted, "retired": retired, "pending": pending}
 
 
+HEALTH_TTL_S = 15.0
+"""How long a health report is reused: it runs the store's integrity check, verifies the whole
+operation log and counts the index (seconds on a large store), so a page reloaded, a probe or
+several people share one report; ``measured_at`` says when it was made."""
+
+_health_lock = threading.Lock()
+_health_cache: dict[str, tuple[float, dict[str, Any]]] = {}
+
+
 def health(console: Console, caller: Caller) -> dict[str, Any]:
+    """The report :func:`measure_health` made for this caller's tenant in the last
+    :data:`HEALTH_TTL_S`, else a new one."""
+    key = f"{id(console)}:{caller.warm_key}"
+    with _health_lock:
+        found = _health_cache.get(key)
+    if found is not None and time.monotonic() - found[0] < HEALTH_TTL_S:
+        return found[1]
+    report = measure_health(console, caller)
+    with _health_lock:
+        _health_cache[key] = (time.monotonic(), report)
+    return report
+
+
+def measure_health(console: Console, caller: Caller) -> dict[str, Any]:
     """Never raises for a part that cannot be read: that part says why."""
     from korg_bridge.recall.console.history import ensure_fresh
 
@@ -97,6 +123,7 @@ def health(console: Console, caller: Caller) -> dict[str, Any]:
     except KorgError as exc:
         out["memory"] = {"error": exc.message}
     out["oplog"] = _verify(env)
+    out["measured_at"] = iso()
     return out
 
 

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 POLL_S = 0.25
 """How often an open stream looks for changes: well inside the one second a person notices."""
 KEEPALIVE_S = 15.0
-INDEX_EVERY_S = 2.0
+INDEX_EVERY_S = 3.0
 """How often the background tick brings the history index up to date (a no-op refresh stats the
 sources and reads nothing)."""
 NEW_MAX = 20

@@ -34,6 +34,7 @@ __all__ = [
     "parse_cursor",
     "pending",
     "pending_count",
+    "rows_by_id",
     "scopes",
     "search",
     "summary",
@@ -180,11 +181,17 @@ def page(store: Store, filters: Filters, offset: int, limit: int, now: float) ->
     with store.reading() as conn:
         where, params = filters.where(conn)
         total = int(conn.execute(f"SELECT count(*) FROM memory WHERE {where}", params).fetchone()[0])
-        found = select_versions(
-            conn,
-            f"{where} ORDER BY pinned DESC, recorded_at DESC, id, version LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
+        # Order the keys alone, then read the page's rows: sorting whole rows would carry every
+        # body of the store through the sorter.
+        rowids = [
+            int(row[0])
+            for row in conn.execute(
+                f"SELECT rowid FROM memory WHERE {where} ORDER BY pinned DESC, recorded_at DESC, id, version "
+                "LIMIT ? OFFSET ?",
+                [*params, limit, offset],
+            )
+        ]
+        found = rows_by_id(conn, rowids)
         waiting = pending_count_in(conn)
     return {
         "memories": [summary(v, now) for v in found],
@@ -192,6 +199,14 @@ def page(store: Store, filters: Filters, offset: int, limit: int, now: float) ->
         "next_cursor": next_cursor(offset, len(found), total),
         "pending": waiting,
     }
+
+
+def rows_by_id(conn: Tx, rowids: Sequence[int]) -> list[Version]:
+    """The versions of ``rowids``, in that order."""
+    if not rowids:
+        return []
+    found = {v.rowid: v for v in select_versions(conn, f"rowid IN ({', '.join('?' * len(rowids))})", rowids)}
+    return [found[r] for r in rowids if r in found]
 
 
 def pending_count_in(conn: Tx) -> int:

@@ -82,9 +82,14 @@ def reject(store: Store, ctx: Context, ids: Sequence[str]) -> dict[str, Any]:
 
 def last_reviewed(version: Version) -> str | None:
     """When a person last marked ``version`` reviewed (ISO time), or None."""
+    return _latest_review(version.provenance)
+
+
+def _latest_review(provenance: object) -> str | None:
+    entries = provenance if isinstance(provenance, list) else []
     times = [
         str(entry.get("at"))
-        for entry in version.provenance
+        for entry in entries
         if isinstance(entry, dict)
         and isinstance(entry.get("source"), dict)
         and entry["source"].get("kind") == REVIEW_KIND
@@ -137,16 +142,28 @@ def due_for_review(
         where += f" AND scope IN ({', '.join('?' * len(scopes))})" if scopes else " AND 0 = 1"
         params += list(scopes)
     with store.reading() as conn:
-        candidates = select_versions(conn, f"{where} ORDER BY recorded_at, id", params)
-    due = [v for v in candidates if (_reviewed_epoch(v) or 0.0) < cutoff]
-    return due[offset : offset + limit], len(due)
+        # Keys and provenance first (small), the page's whole rows after: a large store's bodies
+        # never pass through Python to be dropped.
+        candidates = conn.execute(
+            f"SELECT rowid, provenance FROM memory WHERE {where} ORDER BY recorded_at, id", params
+        )
+        due = [int(rowid) for rowid, provenance in candidates if (_reviewed_in(provenance) or 0.0) < cutoff]
+        wanted = due[offset : offset + limit]
+        rows = {
+            v.rowid: v
+            for v in select_versions(conn, f"rowid IN ({', '.join('?' * len(wanted)) or 'NULL'})", wanted)
+        }
+    return [rows[r] for r in wanted if r in rows], len(due)
 
 
-def _reviewed_epoch(version: Version) -> float | None:
-    when = last_reviewed(version)
-    if when is None:
+def _reviewed_in(provenance: object) -> float | None:
+    """When a stored provenance column (JSON text) says a person last reviewed it (epoch)."""
+    if not provenance or REVIEW_KIND not in str(provenance):
         return None
+    from korg_bridge.recall.memory import storable
+
     try:
-        return parse_iso(when)
+        when = _latest_review(storable.loads(str(provenance)))
+        return parse_iso(when) if when is not None else None
     except ValueError:
         return None

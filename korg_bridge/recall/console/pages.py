@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -152,30 +152,57 @@ def memories_page(request: Request) -> Response:
     return render_page(request, "memories.html", context, title="Memories", section="memories")
 
 
-def _provenance(version: Mapping[str, Any]) -> list[dict[str, str | None]]:
-    """Where a version came from, as links into History where the console can check the ref."""
+REFS_RESOLVED = 10
+"""History events a memory's page looks up to name the session each version came from."""
+
+
+def _events_of(
+    console: Console, caller: Caller, versions: list[Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The history event behind each version's ``ref`` (session, agent, tool), where the index
+    still holds it: a memory's writer is shown with the session it came from."""
+    found: dict[str, dict[str, Any]] = {}
+    refs = [str(v["ref"]) for v in versions if isinstance(v.get("ref"), str)]
+    for ref in list(dict.fromkeys(refs))[:REFS_RESOLVED]:
+        try:
+            found[ref] = console.event(caller, ref)
+        except KorgError:
+            continue
+    return found
+
+
+def _provenance(
+    version: Mapping[str, Any], events: Mapping[str, Mapping[str, Any]]
+) -> list[dict[str, str | None]]:
+    """Where a version came from, as links into History (built from refs and session ids the
+    index returned, never from stored text)."""
     out: list[dict[str, str | None]] = []
     ref = version.get("ref")
     if isinstance(ref, str):
-        out.append({"label": f"event {ref}", "href": f"/history/events/{ref}"})
-    for item in version.get("provenance") or []:
-        if not isinstance(item, Mapping):
-            continue
-        session = item.get("session")
-        label = ", ".join(f"{key} {value}" for key, value in item.items() if isinstance(value, str | int))
-        href = f"/history/sessions/{session}" if isinstance(session, str) and session.isprintable() else None
-        out.append(
-            {"label": label, "href": None if href is None else href.replace("?", "%3F").replace("#", "%23")}
-        )
+        event = events.get(ref) or {}
+        kind = event.get("kind") or "event"
+        out.append({"label": f"{kind} {ref}", "href": f"/history/events/{ref}"})
+        session = event.get("session")
+        if isinstance(session, str) and session:
+            out.append(
+                {
+                    "label": f"session {session[:8]}"
+                    + (f" ({event['agent']})" if event.get("agent") else ""),
+                    "href": f"/history/sessions/{quote(session, safe='')}#{ref}",
+                }
+            )
     return out
 
 
-def _version_row(version: Mapping[str, Any]) -> dict[str, Any]:
-    source = version.get("source") if isinstance(version.get("source"), Mapping) else {}
+def _version_row(
+    version: Mapping[str, Any], events: Mapping[str, Mapping[str, Any]], tools: Mapping[int, str]
+) -> dict[str, Any]:
+    """A version as the page shows it: with the tool that wrote it (its op-log entry: remember,
+    revise, approve …) and where it came from."""
     return {
         **version,
-        "tool": source.get("tool") if isinstance(source, Mapping) else None,
-        "provenance": _provenance(version),
+        "tool": tools.get(int(version.get("version") or 0)),
+        "provenance": _provenance(version, events),
     }
 
 
@@ -186,7 +213,12 @@ def _memory_context(
     KorgError: unknown id or version."""
     detail = console.memory(caller, memory_id)
     current = detail["current"]
-    versions = [_version_row(v) for v in detail["versions"]]
+    events = _events_of(console, caller, [*detail["versions"], current])
+    tools: dict[int, str] = {}
+    for op in detail["oplog"]:  # oldest first: the entry that made a version names its tool
+        if isinstance(op.get("version"), int) and op.get("op"):
+            tools.setdefault(op["version"], str(op["op"]))
+    versions = [_version_row(v, events, tools) for v in detail["versions"]]
     numbers = [v["version"] for v in versions]
     diff: dict[str, Any] = {"a": None, "b": None, "parts": []}
     if len(numbers) > 1:
@@ -214,7 +246,7 @@ def _memory_context(
 
     return {
         "m": {
-            **_version_row(current),
+            **_version_row(current, events, tools),
             "source_label": (source or {}).get("kind") or (source or {}).get("ref") or "",
             "reviewed_at": detail.get("reviewed_at"),
         },

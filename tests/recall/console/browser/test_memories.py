@@ -10,6 +10,7 @@ from playwright.sync_api import Page, expect
 
 from tests.helpers.memory import log_entries, rows, store_file
 from tests.recall.console.browser.conftest import Console
+from tests.recall.console.demo import SESSION
 
 
 def cards(page: Page) -> list[str]:
@@ -77,7 +78,10 @@ def test_memory_page_shows_versions_with_writer_provenance_diff_and_op_log(
     expect(versions.nth(0)).to_contain_text("claude-code")
     expect(versions.nth(1)).to_contain_text("shorter command")
     # provenance: the event it came from, linked into History
-    expect(page.locator('table.versions a[href="/history/events/e1"]').first).to_be_visible()
+    expect(page.locator('table.versions a[href="/history/events/e1"]').first).to_have_text("prompt e1")
+    session = page.locator(f'table.versions a[href="/history/sessions/{SESSION}#e1"]').first
+    expect(session).to_contain_text("session 5f0c2b9e")
+    expect(versions.nth(1)).to_contain_text("claude-code (revise)")
     diff = page.locator(".diff")
     expect(diff.locator("del", has_text="before")).to_be_visible()
     expect(diff.locator("ins", has_text="test-payments").first).to_be_visible()

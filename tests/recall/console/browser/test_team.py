@@ -93,6 +93,10 @@ def test_two_people_on_one_team_store_see_only_their_own_tenant(browser: Browser
         ana.goto(team_url + "/context")
         expect(ana.locator("pre.brief")).to_contain_text("Acme's launch")
         expect(ana.locator("pre.brief")).not_to_contain_text("Globex")
+        ana.get_by_role("button", name="Sign out").click()
+        expect(ana).to_have_url(re.compile("/login$"))
+        ana.goto(team_url + "/memories")
+        expect(ana).to_have_url(re.compile("/login$"))
     finally:
         ana_context.close()  # type: ignore[attr-defined]
         bob_context.close()  # type: ignore[attr-defined]

@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio.to_thread
 import jsonschema
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -351,9 +350,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "/history/sessions/{session}",
         "getTimeline",
         "A session's timeline.",
-        lambda c, who, a: c.timeline(who, a["session"], cursor=a.get("cursor"), limit=a.get("limit", 200)),
+        lambda c, who, a: c.timeline(who, a["session"], cursor=a.get("cursor"), limit=a.get("limit", 100)),
         path_params={"session": {"type": "string", "maxLength": 512}},
-        query={"cursor": _CURSOR, "limit": {**_LIMIT, "maximum": 500, "default": 200}},
+        query={"cursor": _CURSOR, "limit": {**_LIMIT, "maximum": 500, "default": 100}},
         tag="history",
     ),
     Endpoint(
@@ -499,7 +498,7 @@ def _route(console: Console, endpoint: Endpoint) -> Callable[[Request], Awaitabl
         try:
             args = await _arguments(endpoint, request)
             caller = caller_of(request)
-            result = await anyio.to_thread.run_sync(endpoint.handler, console, caller, args)
+            result = await console.warm.call(caller.warm_key, lambda: endpoint.handler(console, caller, args))
         except KorgError as exc:
             return error_json(exc)
         return JSONResponse(result, status_code=endpoint.status)

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["event", "projects", "refresh", "remember_draft", "search", "sessions", "timeline"]
 
 FOLD_CHARS = 2000
+FOLD_MARGIN = 512
+"""Characters past a fold that are redacted with it: longer than any secret the rules find."""
 """Texts longer than this are folded in a timeline: the first part shown, the rest a click away."""
 PAGE_MAX = 500
 FRESH_S = 10.0
@@ -42,13 +44,23 @@ TOOL_KINDS = {"user_prompt": "prompt", "llm_inference": "reply", "compact_summar
 
 _lock = threading.Lock()
 _sessions_cache: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+_items: dict[tuple[str, int, int, bool, bool], dict[str, Any]] = {}
+"""Timeline items as shown (folded, redacted), by caller, event and what can change in an event
+(its text's length, whether its result came): redaction is most of a timeline's cost."""
+ITEMS_KEPT = 20_000
+
+
+def _hides(console: Console) -> bool:
+    """Whether secrets are redacted: unless the operator set ``KORG_RECALL_ALLOW_SECRETS``."""
+    from korg_bridge.config import ENV_RECALL_ALLOW_SECRETS, switch
+
+    return not switch(console.base_env, ENV_RECALL_ALLOW_SECRETS, False)
 
 
 def _redactor(console: Console) -> Any:
-    from korg_bridge.config import ENV_RECALL_ALLOW_SECRETS, switch
     from korg_bridge.redact import redact_value
 
-    if switch(console.base_env, ENV_RECALL_ALLOW_SECRETS, False):
+    if not _hides(console):
         return lambda value: value
     return lambda value: redact_value(value)[0]
 
@@ -208,32 +220,76 @@ _COLUMNS = (
 )
 
 
-def _event_dict(row: tuple[Any, ...], *, fold: bool) -> dict[str, Any]:
+def _event_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """An event in full (``show``'s fields): the text, and the tool's input and output as stored."""
     event_id, path, seq, session, agent, tool, args, result, success, timestamp, extra, text, body = row[:13]
     full = str(body or text or "")
-    kind = TOOL_KINDS.get(str(tool), "tool" if tool and tool not in _NON_TOOLS else str(tool or "event"))
-    folded = fold and len(full) > FOLD_CHARS
-    out = {
+    return {
         "ref": f"e{event_id}",
         "seq": seq,
         "session": session,
         "agent": agent,
         "tool": tool,
-        "kind": kind,
+        "kind": _kind(tool),
         "args": _json(args),
         "result": _json(result),
         "success": None if success is None else bool(success),
         "timestamp": timestamp,
-        "text": full[:FOLD_CHARS] if folded else full,
-        "folded": folded,
+        "text": full,
         "chars": len(full),
         "source": path,
         "project": row[14],
         "branch": _branch(extra) if extra else None,
     }
-    if folded and isinstance(out["result"], str) and len(out["result"]) > FOLD_CHARS:
-        out["result"] = out["result"][:FOLD_CHARS]
-    return out
+
+
+def _kind(tool: Any) -> str:
+    return TOOL_KINDS.get(str(tool), "tool" if tool and tool not in _NON_TOOLS else str(tool or "event"))
+
+
+def _folded(value: Any, hide: bool) -> tuple[str, bool]:
+    """``value`` as text of at most :data:`FOLD_CHARS`, secrets redacted (``hide``), and whether
+    it was cut. Redacted on a margin past the cut, then cut: a secret across the cut is found
+    whole, so no half of one is shown."""
+    from korg_bridge.redact import redact
+
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    cut = len(text) > FOLD_CHARS
+    window = text[: FOLD_CHARS + FOLD_MARGIN] if cut else text
+    if hide:
+        window = redact(window)[0]
+    return (window[:FOLD_CHARS] if cut else window), cut
+
+
+def _timeline_item(row: tuple[Any, ...], hide: bool) -> dict[str, Any]:
+    """An event as a timeline shows it: text, and a tool's input and output, each folded."""
+    event_id, _path, seq, session, agent, tool, args, result, success, timestamp, extra, text, body = row[:13]
+    full = str(body or text or "")
+    shown, folded = _folded(full, hide)
+    item: dict[str, Any] = {
+        "ref": f"e{event_id}",
+        "seq": seq,
+        "session": session,
+        "agent": agent,
+        "tool": tool,
+        "kind": _kind(tool),
+        "success": None if success is None else bool(success),
+        "timestamp": timestamp,
+        "text": shown,
+        "folded": folded,
+        "chars": len(full),
+        "input": None,
+        "output": None,
+        "branch": _branch(extra) if extra else None,
+    }
+    if item["kind"] == "tool":  # the call and its result, paired in one item
+        if args is not None:
+            item["input"], cut_in = _folded(_json(args), hide)
+            item["folded"] = item["folded"] or cut_in
+        if result is not None:
+            item["output"], cut_out = _folded(_json(result), hide)
+            item["folded"] = item["folded"] or cut_out
+    return item
 
 
 def _json(text: Any) -> Any:
@@ -281,8 +337,19 @@ def timeline(
     total, rows = _read(console, caller, work)
     if not total:
         raise UsageError(f"no session {session!r} in the history index.")
-    redact = _redactor(console)
-    events = [redact(_event_dict(row, fold=True)) for row in rows]
+    hide = _hides(console)
+    events = []
+    for row in rows:
+        key = (caller.warm_key, int(row[0]), len(str(row[12] or row[11] or "")), row[7] is not None, hide)
+        with _lock:
+            item = _items.get(key)
+        if item is None:
+            item = _timeline_item(row, hide)
+            with _lock:
+                _items[key] = item
+                while len(_items) > ITEMS_KEPT:
+                    del _items[next(iter(_items))]
+        events.append(item)
     return {
         "session": session,
         "total": total,
@@ -306,7 +373,7 @@ def event(console: Console, caller: Caller, ref: str) -> dict[str, Any]:
     row = _read(console, caller, work)
     if row is None:
         raise UsageError(f"no event e{event_id} in the recall index. Use a ref from a session or a search.")
-    found: dict[str, Any] = _redactor(console)(_event_dict(row, fold=False))
+    found: dict[str, Any] = _redactor(console)(_event_dict(row))
     return found
 
 

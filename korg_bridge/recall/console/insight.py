@@ -46,6 +46,11 @@ def context_preview(
     where = os.path.abspath(os.path.expanduser(project)) if project else console.cwd or os.getcwd()
     if not os.path.isdir(where):
         raise UsageError(f"project {project!r}: no such folder here. Pass a project folder (its git root).")
+    key = (id(console), caller.warm_key, where, budget, console.warm.generation)
+    with _health_lock:
+        kept = _previews.get(key)
+    if kept is not None and time.monotonic() - kept[0] < PREVIEW_TTL_S:
+        return kept[1]
     text, notes = build_brief(env, budget=budget, project=where)
     ctx = Context.from_env({k: v for k, v in env.items() if k != "KORG_RECALL_PROJECT"}, cwd=where)
     root = ctx.project.removeprefix("project:")
@@ -55,7 +60,7 @@ def context_preview(
         left_out.update(
             console.with_store(caller, lambda store: _not_in_brief(store, list(ctx.visible_scopes)))
         )
-    return {
+    preview = {
         "project": root,
         "text": text,
         "tokens": tokens(text) if text else 0,
@@ -63,7 +68,13 @@ def context_preview(
         "left_out": left_out,
         "hooks": status(env, root)["hooks"],
         "notes": notes,
+        "measured_at": iso(),
     }
+    with _health_lock:
+        for old in [k for k in _previews if k[:4] == key[:4]]:
+            del _previews[old]
+        _previews[key] = (time.monotonic(), preview)
+    return preview
 
 
 def _not_in_brief(store: Store, scopes: list[str]) -> dict[str, int]:
@@ -87,7 +98,13 @@ HEALTH_TTL_S = 15.0
 operation log and counts the index (seconds on a large store), so a page reloaded, a probe or
 several people share one report; ``measured_at`` says when it was made."""
 
+PREVIEW_TTL_S = 5.0
+"""How long a context preview is reused unless the console wrote meanwhile: building the brief
+reads the store, the Claude Code folders and the index (a few hundred ms on a large store), and
+a change made elsewhere shows within these seconds."""
+
 _health_lock = threading.Lock()
+_previews: dict[tuple[int, str, str, int, int], tuple[float, dict[str, Any]]] = {}
 _health_cache: dict[str, tuple[float, dict[str, Any]]] = {}
 
 

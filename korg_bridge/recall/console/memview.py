@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import UsageError
+from korg_bridge.recall.console.heads import Head, heads_of
 from korg_bridge.recall.interop.claude.records import source_kind
 from korg_bridge.recall.memory.records import MEMORY_TYPES, Version
 from korg_bridge.recall.memory.rows import head, lineage, links_of, pending_proposal, select_versions
@@ -29,6 +30,7 @@ __all__ = [
     "Filters",
     "checked_scope",
     "detail",
+    "due",
     "next_cursor",
     "page",
     "parse_cursor",
@@ -65,6 +67,12 @@ _SOURCE_WHERE = {
 }
 """Who wrote a memory, by the version's actor: a person (at a terminal, in the console, or by
 editing the mirror), Claude Code's folders, an import, or anything else -- an agent."""
+
+
+def _source_of(actor: str) -> str:
+    if actor in ("user", "mirror"):
+        return "user"
+    return actor if actor in ("claude", "import") else "agent"
 
 
 def parse_cursor(cursor: str | None) -> int:
@@ -133,6 +141,27 @@ class Filters:
             source=source or None,
         )
 
+    def matches(self, head: Head) -> bool:
+        """:meth:`where` for a row of the kept copy (:mod:`.heads`)."""
+        state = self.state
+        if state == "superseded":
+            if not head.superseded or head.state == "pending":
+                return False
+        elif head.superseded:
+            return False
+        elif state == "untrusted":
+            if head.state not in ("live", "pending") or head.trust != "untrusted":
+                return False
+        elif state != "all" and head.state != state:
+            return False
+        if (self.scope and head.scope != self.scope) or (self.type and head.type != self.type):
+            return False
+        if self.pinned is not None and head.pinned != self.pinned:
+            return False
+        if self.source and _source_of(head.actor) != self.source:
+            return False
+        return not self.tag or (self.tag in head.tags and self.tag in json.loads(head.tags))
+
     def where(self, conn: Tx) -> tuple[str, list[object]]:
         clauses = [_STATE_WHERE[self.state]]
         params: list[object] = []
@@ -179,26 +208,63 @@ def summary(version: Version, now: float) -> dict[str, Any]:
 def page(store: Store, filters: Filters, offset: int, limit: int, now: float) -> dict[str, Any]:
     limit = max(1, min(limit, PAGE_MAX))
     with store.reading() as conn:
-        where, params = filters.where(conn)
-        total = int(conn.execute(f"SELECT count(*) FROM memory WHERE {where}", params).fetchone()[0])
-        # Order the keys alone, then read the page's rows: sorting whole rows would carry every
-        # body of the store through the sorter.
-        rowids = [
-            int(row[0])
-            for row in conn.execute(
-                f"SELECT rowid FROM memory WHERE {where} ORDER BY pinned DESC, recorded_at DESC, id, version "
-                "LIMIT ? OFFSET ?",
-                [*params, limit, offset],
-            )
-        ]
+        heads = heads_of(store, conn)
+        if heads is not None:
+            chosen = [h for h in heads if filters.matches(h)]  # kept in the list's order
+            total = len(chosen)
+            rowids = [h.rowid for h in chosen[offset : offset + limit]]
+            waiting = sum(1 for h in heads if h.state == "pending" and not h.superseded)
+        else:
+            where, params = filters.where(conn)
+            total = int(conn.execute(f"SELECT count(*) FROM memory WHERE {where}", params).fetchone()[0])
+            # Order the keys alone, then read the page's rows: sorting whole rows would carry every
+            # body of the store through the sorter.
+            rowids = [
+                int(row[0])
+                for row in conn.execute(
+                    f"SELECT rowid FROM memory WHERE {where} ORDER BY pinned DESC, recorded_at DESC, rowid DESC "
+                    "LIMIT ? OFFSET ?",
+                    [*params, limit, offset],
+                )
+            ]
+            waiting = pending_count_in(conn)
         found = rows_by_id(conn, rowids)
-        waiting = pending_count_in(conn)
     return {
         "memories": [summary(v, now) for v in found],
         "total": total,
         "next_cursor": next_cursor(offset, len(found), total),
         "pending": waiting,
     }
+
+
+def due(store: Store, now: float, days: int, limit: int, offset: int) -> tuple[list[Version], int]:
+    """:func:`~korg_bridge.recall.memory.review.due_for_review` over every scope, from the kept copy
+    when there is one."""
+    from korg_bridge.recall.memory.records import iso
+    from korg_bridge.recall.memory.review import due_for_review, reviewed_epoch
+
+    cutoff = now - days * 86_400
+    with store.reading() as conn:
+        heads = heads_of(store, conn)
+        if heads is not None:
+            old = iso(cutoff)
+            found = sorted(
+                (h for h in heads if not h.superseded and h.state == "live" and h.recorded_at < old),
+                key=lambda h: (h.recorded_at, h.id),
+            )
+            flagged = [h.rowid for h in found if h.reviewed]
+            recent: set[int] = set()
+            for start in range(0, len(flagged), 500):
+                chunk = flagged[start : start + 500]
+                for rowid, provenance in conn.execute(
+                    f"SELECT rowid, provenance FROM memory WHERE rowid IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                ):
+                    if (reviewed_epoch(provenance) or 0.0) >= cutoff:
+                        recent.add(int(rowid))
+            wanted = [h.rowid for h in found if h.rowid not in recent]
+            return rows_by_id(conn, wanted[offset : offset + limit]), len(wanted)
+    return due_for_review(store, scopes=None, now=now, days=days, limit=limit, offset=offset)
 
 
 def rows_by_id(conn: Tx, rowids: Sequence[int]) -> list[Version]:
@@ -218,18 +284,30 @@ def pending_count_in(conn: Tx) -> int:
 
 def pending_count(store: Store) -> int:
     with store.reading() as conn:
+        heads = heads_of(store, conn)
+        if heads is not None:
+            return sum(1 for h in heads if h.state == "pending" and not h.superseded)
         return pending_count_in(conn)
 
 
 def pending(store: Store, offset: int, limit: int, now: float) -> dict[str, Any]:
     limit = max(1, min(limit, PAGE_MAX))
     with store.reading() as conn:
-        total = pending_count_in(conn)
-        found = select_versions(
-            conn,
-            "superseded_by IS NULL AND state = 'pending' ORDER BY recorded_at, id LIMIT ? OFFSET ?",
-            (limit, offset),
-        )
+        heads = heads_of(store, conn)
+        if heads is not None:
+            waiting = sorted(
+                (h for h in heads if h.state == "pending" and not h.superseded),
+                key=lambda h: (h.recorded_at, h.id),
+            )
+            total = len(waiting)
+            found = rows_by_id(conn, [h.rowid for h in waiting[offset : offset + limit]])
+        else:
+            total = pending_count_in(conn)
+            found = select_versions(
+                conn,
+                "superseded_by IS NULL AND state = 'pending' ORDER BY recorded_at, id LIMIT ? OFFSET ?",
+                (limit, offset),
+            )
         out: list[dict[str, Any]] = []
         for proposal in found:
             current = head(conn, proposal.id)
@@ -253,6 +331,13 @@ def pending(store: Store, offset: int, limit: int, now: float) -> dict[str, Any]
 
 def scopes(store: Store) -> list[dict[str, Any]]:
     with store.reading() as conn:
+        heads = heads_of(store, conn)
+        if heads is not None:
+            counts: dict[str, int] = {}
+            for h in heads:
+                if not h.superseded:
+                    counts[h.scope] = counts.get(h.scope, 0) + 1
+            return [{"scope": scope, "memories": count} for scope, count in sorted(counts.items())]
         rows = conn.execute(
             "SELECT scope, count(*) FROM memory WHERE superseded_by IS NULL AND state <> 'purged' "
             "GROUP BY scope ORDER BY scope"
@@ -286,11 +371,17 @@ def detail(store: Store, env: Mapping[str, str], memory_id: str, now: float) -> 
             raise UsageError(f"no memory {memory_id}. List ids with `korg-recall memories`.")
         proposal = pending_proposal(conn, memory_id)
         similar = links_of(conn, [memory_id])
-        incoming = select_versions(
-            conn,
-            "superseded_by IS NULL AND state <> 'purged' AND id <> ? AND body LIKE ? ESCAPE '!' ORDER BY id",
-            (memory_id, f"%[[{memory_id}]]%"),
-        )
+        # Through the full-text index (the id is a word of a text that links to it), then exactly.
+        cond, cond_params = conn.text.condition([memory_id], every=True)
+        linking = [
+            int(row[0])
+            for row in conn.execute(
+                f"SELECT m.rowid FROM memory m WHERE {cond} AND m.superseded_by IS NULL AND m.state <> 'purged' "
+                "AND m.id <> ? ORDER BY m.id",
+                [*cond_params, memory_id],
+            )
+        ]
+        incoming = [v for v in rows_by_id(conn, linking) if f"[[{memory_id}]]" in v.body]
         mentioned = sorted(set(WIKI_LINK.findall(current.body)) - {memory_id})
         targets = {m: head(conn, m) for m in mentioned}
         entries = _oplog_entries(store, conn, env, memory_id)

@@ -71,7 +71,18 @@ class _Figures(Collector):
             return {}
 
         def read(store: Store) -> dict[str, int]:
+            from korg_bridge.recall.console.heads import heads_of
+
             with store.reading() as conn:
+                heads = heads_of(store, conn)
+                if heads is not None:
+                    out: dict[str, int] = {}
+                    for h in heads:
+                        if not h.superseded:
+                            out[h.state] = out.get(h.state, 0) + 1
+                            if h.trust == "untrusted" and h.state in ("live", "pending"):
+                                out["untrusted"] = out.get("untrusted", 0) + 1
+                    return out
                 rows = conn.execute(
                     "SELECT state, count(*), sum(CASE WHEN trust = 'untrusted' THEN 1 ELSE 0 END) FROM memory "
                     "WHERE superseded_by IS NULL GROUP BY state"

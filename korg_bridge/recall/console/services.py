@@ -215,7 +215,7 @@ class Console(Core):
         Raises:
             UsageError: a bad cursor.
         """
-        from korg_bridge.recall.memory.review import REVIEW_AFTER_DAYS, due_for_review
+        from korg_bridge.recall.memory.review import REVIEW_AFTER_DAYS
 
         offset = memview.parse_cursor(cursor)
         if not self.store_exists(caller):
@@ -223,7 +223,7 @@ class Console(Core):
         ctx = self.context(caller)
 
         def read(store: Store) -> dict[str, Any]:
-            found, total = due_for_review(store, scopes=None, now=ctx.now, limit=limit, offset=offset)
+            found, total = memview.due(store, ctx.now, REVIEW_AFTER_DAYS, limit, offset)
             return {
                 "memories": [memview.summary(v, ctx.now) for v in found],
                 "total": total,
@@ -386,11 +386,13 @@ class Console(Core):
         return history.sessions(self, caller, project=project, cursor=cursor, limit=limit)
 
     def timeline(
-        self, caller: Caller, session: str, *, cursor: str | None = None, limit: int = 200
+        self, caller: Caller, session: str, *, cursor: str | None = None, limit: int = 100
     ) -> dict[str, Any]:
-        """A session's events in order: prompts, replies, tool calls with their results paired,
-        compaction summaries marked (``kind``), long texts folded (``folded``: the full text is
-        at :meth:`event`): ``{"session", "events": […], "next_cursor"}``.
+        """A session's events in order, a page at a time: ``{"session", "total", "events": [item…],
+        "next_cursor"}``. An item: ref, seq, session, agent, tool, kind (prompt, reply, summary --
+        a compaction summary --, tool, or another event kind), success, timestamp, text, input and
+        output (a tool call paired with its result, as text), folded (whether any of them was cut
+        at 2,000 characters: the whole event is at :meth:`event`), chars, branch. Secrets redacted.
 
         Raises:
             UsageError: "no session …" (404), a bad cursor.

@@ -33,7 +33,15 @@ if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Store
     from korg_bridge.recall.memory.scopes import Context
 
-__all__ = ["REVIEW_AFTER_DAYS", "REVIEW_KIND", "due_for_review", "last_reviewed", "mark_reviewed", "reject"]
+__all__ = [
+    "REVIEW_AFTER_DAYS",
+    "REVIEW_KIND",
+    "due_for_review",
+    "last_reviewed",
+    "mark_reviewed",
+    "reject",
+    "reviewed_epoch",
+]
 
 REVIEW_AFTER_DAYS = 90
 """A memory nobody changed or reviewed for this long is listed as due for review: long enough that
@@ -147,7 +155,7 @@ def due_for_review(
         candidates = conn.execute(
             f"SELECT rowid, provenance FROM memory WHERE {where} ORDER BY recorded_at, id", params
         )
-        due = [int(rowid) for rowid, provenance in candidates if (_reviewed_in(provenance) or 0.0) < cutoff]
+        due = [int(rowid) for rowid, provenance in candidates if (reviewed_epoch(provenance) or 0.0) < cutoff]
         wanted = due[offset : offset + limit]
         rows = {
             v.rowid: v
@@ -156,7 +164,7 @@ def due_for_review(
     return [rows[r] for r in wanted if r in rows], len(due)
 
 
-def _reviewed_in(provenance: object) -> float | None:
+def reviewed_epoch(provenance: object) -> float | None:
     """When a stored provenance column (JSON text) says a person last reviewed it (epoch)."""
     if not provenance or REVIEW_KIND not in str(provenance):
         return None

@@ -45,7 +45,7 @@ async def test_projects_sessions_and_a_timeline_with_tool_calls_paired_with_thei
         kinds = [e["kind"] for e in timeline["events"]]
         assert kinds[:3] == ["prompt", "reply", "tool"]
         tool = timeline["events"][2]
-        assert tool["tool"] == "Bash" and tool["result"] is not None and "step 0" in str(tool["result"])
+        assert tool["tool"] == "Bash" and "echo step 0" in tool["input"] and "step 0" in tool["output"]
         missing = await client.get("/api/v1/history/sessions/nope")
         assert missing.status_code == 404
 

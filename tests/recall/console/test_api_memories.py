@@ -266,3 +266,22 @@ def test_memories_untouched_for_the_review_period_are_due_and_a_review_takes_the
         ctx = Context.from_env(env, cwd=str(project), now=later)
         mark_reviewed(store, ctx, str(made["id"]))
         assert due_for_review(store, scopes=None, now=later + 86_400)[1] == 0
+
+
+async def test_a_memorys_page_shows_its_wiki_links_both_ways(project: Path) -> None:
+    async with console_client(cwd=project) as (client, _app):
+        target = (
+            await client.post(
+                "/api/v1/memories", json={"content": "Staging is staging-db-3.", "type": "project"}
+            )
+        ).json()["id"]
+        source = (
+            await client.post(
+                "/api/v1/memories",
+                json={"content": f"Before deploying, check [[{target}]] first.", "type": "project"},
+            )
+        ).json()["id"]
+        outgoing = (await client.get(f"/api/v1/memories/{source}")).json()["links"]["outgoing"]
+        assert {"id": target, "kind": "wiki", "title": "Staging is staging-db-3."} in outgoing
+        incoming = (await client.get(f"/api/v1/memories/{target}")).json()["links"]["incoming"]
+        assert [(link["id"], link["kind"]) for link in incoming] == [(source, "wiki")]

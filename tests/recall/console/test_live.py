@@ -46,55 +46,57 @@ async def test_a_memory_an_agent_writes_reaches_an_open_stream_within_a_second(
 ) -> None:
     app = build_app(Settings(env=dict(os.environ), cwd=str(project)))
     with live_server(app) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-            async with client.stream("GET", "/api/v1/events") as response:
-                assert response.headers["content-type"].startswith("text/event-stream")
-                stream = events(response)
-                written = await anyio.to_thread.run_sync(
-                    lambda: ok(
-                        run(
-                            "remember",
-                            "--content",
-                            "The API listens on 8080.",
-                            "--type",
-                            "project",
-                            "--json",
-                            cwd=project,
-                        )
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=10) as client,
+            client.stream("GET", "/api/v1/events") as response,
+        ):
+            assert response.headers["content-type"].startswith("text/event-stream")
+            stream = events(response)
+            written = await anyio.to_thread.run_sync(
+                lambda: ok(
+                    run(
+                        "remember",
+                        "--content",
+                        "The API listens on 8080.",
+                        "--type",
+                        "project",
+                        "--json",
+                        cwd=project,
                     )
                 )
-                done = time.monotonic()
-                with anyio.fail_after(5):
+            )
+            done = time.monotonic()
+            with anyio.fail_after(5):
+                kind, data = await stream.__anext__()
+                while kind != "memory":
                     kind, data = await stream.__anext__()
-                    while kind != "memory":
-                        kind, data = await stream.__anext__()
-                assert time.monotonic() - done <= 1.0
-                assert data["memories"][0]["id"] == written["id"]
-                assert data["memories"][0]["title"] == "The API listens on 8080."
+            assert time.monotonic() - done <= 1.0
+            assert data["memories"][0]["id"] == written["id"]
+            assert data["memories"][0]["title"] == "The API listens on 8080."
 
-                monkeypatch.setenv("KORG_RECALL_WRITES", "confirm")
-                await anyio.to_thread.run_sync(
-                    lambda: ok(
-                        run(
-                            "remember",
-                            "--content",
-                            "Held for approval.",
-                            "--type",
-                            "note",
-                            "--json",
-                            cwd=project,
-                        )
+            monkeypatch.setenv("KORG_RECALL_WRITES", "confirm")
+            await anyio.to_thread.run_sync(
+                lambda: ok(
+                    run(
+                        "remember",
+                        "--content",
+                        "Held for approval.",
+                        "--type",
+                        "note",
+                        "--json",
+                        cwd=project,
                     )
                 )
-                with anyio.fail_after(5):
+            )
+            with anyio.fail_after(5):
+                kind, data = await stream.__anext__()
+                while kind != "pending":
                     kind, data = await stream.__anext__()
-                    while kind != "pending":
-                        kind, data = await stream.__anext__()
-                assert data == {"count": 1}
+            assert data == {"count": 1}
 
-                write_transcript(tmp_path / "transcripts", "sess-live", project, [("Is it live?", "Yes")])
-                with anyio.fail_after(10):  # the background tick indexes every 2 s
+            write_transcript(tmp_path / "transcripts", "sess-live", project, [("Is it live?", "Yes")])
+            with anyio.fail_after(10):  # the background tick indexes every 2 s
+                kind, data = await stream.__anext__()
+                while kind != "events":
                     kind, data = await stream.__anext__()
-                    while kind != "events":
-                        kind, data = await stream.__anext__()
-                assert data["added"] >= 3 and data["newest"].startswith("e")
+            assert data["added"] >= 3 and data["newest"].startswith("e")

@@ -128,3 +128,40 @@ def test_with_a_token_file_it_listens_off_loopback_and_asks_for_a_token(
     finally:
         code, _out, err = stop(proc)
     assert code == 0, err
+
+
+def test_sigterm_ends_open_live_streams_and_the_server_exits_promptly(project: Path) -> None:
+    import threading
+
+    port = free_port()
+    proc, _line = start(project, "--http", f"127.0.0.1:{port}")
+    ended = threading.Event()
+    opened = threading.Event()
+
+    def listen() -> None:
+        with httpx.stream("GET", f"http://127.0.0.1:{port}/api/v1/events", timeout=BOUND_S) as response:
+            opened.set()
+            for _ in response.iter_lines():
+                pass
+        ended.set()
+
+    try:
+        deadline = time.monotonic() + BOUND_S
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        reader = threading.Thread(target=listen, daemon=True)
+        reader.start()
+        assert opened.wait(BOUND_S)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=BOUND_S) == 0
+        assert time.monotonic() - started < 8  # the stream did not hold the stop for the full grace period
+        assert ended.wait(BOUND_S)
+        reader.join(timeout=BOUND_S)
+    finally:
+        stop(proc)

@@ -99,27 +99,29 @@ async def test_a_team_stream_carries_only_its_own_tenants_memories(
     suffix = request.node.name[-8:].replace("_", "x")
     app = build_app(Settings(env=env, cwd=str(repo), keyring=tokens(suffix), background=False))
     with live_server(app) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-            async with client.stream("GET", "/api/v1/events", headers=as_(BOB)) as response:
-                assert response.status_code == 200
-                lines = response.aiter_lines()
-                ana = await client.post(
-                    "/api/v1/memories",
-                    json={"content": "Acme's secret roadmap.", "type": "note"},
-                    headers=as_(ANA),
-                )
-                assert ana.status_code == 201
-                bob = await client.post(
-                    "/api/v1/memories",
-                    json={"content": "Globex's own note.", "type": "note"},
-                    headers=as_(BOB),
-                )
-                seen: list[dict[str, object]] = []
-                with anyio.fail_after(5):
-                    async for line in lines:
-                        if line.startswith("data: ") and "memories" in line:
-                            seen.extend(json.loads(line.removeprefix("data: "))["memories"])
-                            if any(m["id"] == bob.json()["id"] for m in seen):
-                                break
-                assert {m["id"] for m in seen} == {bob.json()["id"]}
-                assert "Acme" not in json.dumps(seen)
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=10) as client,
+            client.stream("GET", "/api/v1/events", headers=as_(BOB)) as response,
+        ):
+            assert response.status_code == 200
+            lines = response.aiter_lines()
+            ana = await client.post(
+                "/api/v1/memories",
+                json={"content": "Acme's secret roadmap.", "type": "note"},
+                headers=as_(ANA),
+            )
+            assert ana.status_code == 201
+            bob = await client.post(
+                "/api/v1/memories",
+                json={"content": "Globex's own note.", "type": "note"},
+                headers=as_(BOB),
+            )
+            seen: list[dict[str, object]] = []
+            with anyio.fail_after(5):
+                async for line in lines:
+                    if line.startswith("data: ") and "memories" in line:
+                        seen.extend(json.loads(line.removeprefix("data: "))["memories"])
+                        if any(m["id"] == bob.json()["id"] for m in seen):
+                            break
+            assert {m["id"] for m in seen} == {bob.json()["id"]}
+            assert "Acme" not in json.dumps(seen)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -64,6 +65,37 @@ def _shown(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=1)
 
 
+def _from_json_text(text: str) -> str:
+    """A tool's input or output as the timeline gets it (JSON text, perhaps cut short) shown as
+    :func:`_shown` shows the value: a cut ``{"output": "…`` still reads as its text."""
+    try:
+        return _shown(json.loads(text))
+    except ValueError:
+        pass
+    opening = re.match(r'\{"[^"\\]{1,40}": "', text)
+    if opening is None:
+        return text
+    rest = text[opening.end() :]
+    for end in range(len(rest), max(len(rest) - 8, -1), -1):  # an escape the cut split in two
+        try:
+            decoded = json.loads(f'"{rest[:end]}"')
+        except ValueError:
+            continue
+        return str(decoded)
+    return text
+
+
+def _call_and_result(event: Mapping[str, Any]) -> tuple[str, str | None]:
+    """A tool event's call and result: the whole values (an event's page) or the timeline's
+    folded JSON texts."""
+    if "args" in event or "result" in event:
+        result = event.get("result")
+        return _shown(event.get("args")), None if result is None else _shown(result)
+    raw_in, raw_out = event.get("input"), event.get("output")
+    call = _from_json_text(raw_in) if isinstance(raw_in, str) else ""
+    return call, _from_json_text(raw_out) if isinstance(raw_out, str) else None
+
+
 def _long(text: str) -> bool:
     return len(text) > FOLD_AT or text.count("\n") >= FOLD_LINES
 
@@ -78,8 +110,7 @@ def timeline_entry(event: Mapping[str, Any], *, fold: bool = True) -> dict[str, 
     kind = str(event.get("kind") or "event")
     is_tool = kind == "tool"
     tool = str(event.get("tool") or "")
-    text = _shown(event.get("args")) if is_tool else str(event.get("text") or "")
-    result = _shown(event.get("result")) if is_tool and event.get("result") is not None else None
+    text, result = _call_and_result(event) if is_tool else (str(event.get("text") or ""), None)
     entry: dict[str, Any] = {
         "ref": event["ref"],
         "kind_class": kind if kind in ("prompt", "reply", "tool", "summary") else "other",
@@ -163,20 +194,29 @@ def session_page(request: Request) -> Response:
     return render_page(request, "session.html", context, title=about["title"][:80], section="history")
 
 
+SESSION_PAGES = 40
+"""Pages of the (cached) sessions list looked through for one session's title and branch."""
+
+
 def _session_about(console: Console, caller: Caller, session: str) -> dict[str, Any]:
     """The session's title, time, agent and branch, from the sessions list."""
-    found = console.sessions(caller, limit=500)
-    for s in found["sessions"]:
-        if s["session"] == session:
-            return {
-                "id": session,
-                "title": s.get("title") or session,
-                "time": s.get("started") or "",
-                "agent": s.get("agent") or "",
-                "branch": s.get("branch"),
-                "project": s.get("project") or "",
-                "project_name": project_name(s.get("project")),
-            }
+    cursor: str | None = None
+    for _ in range(SESSION_PAGES):
+        found = console.sessions(caller, cursor=cursor, limit=500)
+        for s in found["sessions"]:
+            if s["session"] == session:
+                return {
+                    "id": session,
+                    "title": s.get("title") or session,
+                    "time": s.get("started") or "",
+                    "agent": s.get("agent") or "",
+                    "branch": s.get("branch"),
+                    "project": s.get("project") or "",
+                    "project_name": project_name(s.get("project")),
+                }
+        cursor = found.get("next_cursor")
+        if not cursor:
+            break
     return {
         "id": session,
         "title": session,

@@ -42,7 +42,11 @@ def test_a_timeline_pairs_tool_calls_with_results_folds_long_output_and_marks_co
     expect(result.locator("details.fold")).to_have_count(1)  # 80 lines of output: folded
     expect(result.locator("details.fold .body")).to_be_hidden()
     result.locator("summary").click()
-    expect(result.locator("details.fold .body")).to_contain_text("test_case_79")
+    expect(result.locator("details.fold .body")).to_contain_text("test_case_3 FAILED")
+    # the timeline keeps the first part of a long output; the event's page has all of it
+    bash.get_by_role("link", name=f"all of {bash.get_attribute('id')}").click()
+    expect(page.locator(".result .body")).to_contain_text("test_case_79")
+    page.go_back()
     failed = page.locator("ol.timeline > li.kind-tool", has_text="Read")
     expect(failed.locator(".result.failed")).to_contain_text("No such file")
     expect(page.locator("ol.timeline > li.compaction .badge.compaction")).to_have_text("compaction summary")

@@ -65,7 +65,7 @@ def test_history_and_remember_this_work_without_javascript(plain: Page, console:
     page.goto(console.at(f"/history/sessions/{SESSION}"))
     result = page.locator("ol.timeline > li.kind-tool", has_text="Bash").locator(".result")
     result.locator("summary").click()  # <details> folds without a script
-    expect(result.locator("details.fold .body")).to_contain_text("test_case_79")
+    expect(result.locator("details.fold .body")).to_contain_text("test_case_3 FAILED")
     page.locator("ol.timeline > li.kind-prompt").first.get_by_role(
         "link", name=re.compile("Remember this")
     ).click()

@@ -46,10 +46,31 @@ def team_url(
     monkeypatch.chdir(repo)
     monkeypatch.delenv("KORG_RECALL_MODEL_DIR", raising=False)
     env = {**os.environ, "KORG_RECALL_STORE": pg_roles.app_url()}
-    suffix = request.node.name[-8:].replace("_", "x")
+    suffix = re.sub(r"[^A-Za-z0-9]", "x", request.node.name[-10:])
     keyring = Keyring(parse_tokens(f"{ANA} acme-{suffix} ana\n{BOB} globex-{suffix} bob\n", "test tokens"))
     with live_server(build_app(Settings(env=env, cwd=str(repo), keyring=keyring))) as url:
         yield url
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_sign_in_page_has_no_wcag_21_aa_violation(browser: Browser, team_url: str, scheme: str) -> None:
+    from axe_playwright_python.sync_playwright import Axe
+
+    from tests.recall.console.browser.test_accessibility import WCAG_21_AA
+
+    context, page, guard = open_page(browser, team_url, scheme=scheme)
+    try:
+        page.goto(team_url + "/login")
+        page.fill("#token", "not-a-token")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("alert")).to_contain_text("not a token")
+        violations = (
+            Axe().run(page, options={"runOnly": {"type": "tag", "values": WCAG_21_AA}}).response["violations"]
+        )
+    finally:
+        context.close()
+    assert not violations, [v["id"] for v in violations]
+    guard.assert_clean()
 
 
 def signed_in(browser: Browser, url: str, token: str) -> tuple[object, Page, Guard]:

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from korg_bridge.errors import KorgError, UsageError
@@ -503,10 +503,6 @@ async def approvals_post(request: Request) -> Response:
     return see_other("/approvals", "approved" if action == "approve" else "rejected")
 
 
-def home(request: Request) -> Response:
-    return RedirectResponse("/memories", status_code=303)
-
-
 def routes(console: Console) -> list[BaseRoute]:
     """Every page of the console (the app mounts the API, static files and metrics beside them);
     handlers find ``console`` as ``request.app.state.console``, the app's one :class:`Console`."""
@@ -515,7 +511,7 @@ def routes(console: Console) -> list[BaseRoute]:
     return [
         *history_pages.routes(),
         *insight_pages.routes(),
-        Route("/", home, methods=["GET"]),
+        Route("/", memories_page, methods=["GET"]),  # the home page is the memories list
         Route("/memories", memories_page, methods=["GET"]),
         Route("/memories/new", new_memory_page, methods=["GET"]),
         Route("/memories/new", new_memory_post, methods=["POST"]),

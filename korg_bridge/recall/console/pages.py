@@ -14,6 +14,8 @@ This module holds the memory pages and the approval queue, and gathers every pag
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -34,6 +36,7 @@ from korg_bridge.recall.console.render import (
 )
 from korg_bridge.recall.console.services import MEMORY_STATES, SOURCES, Caller, Console, http_status
 from korg_bridge.recall.memory.records import MEMORY_TYPES, check_id
+from korg_bridge.recall.memory.review import REVIEW_AFTER_DAYS
 
 __all__ = ["routes"]
 
@@ -62,6 +65,29 @@ def _query(request: Request, **changes: str | None) -> str:
 
 
 # --- memories -----------------------------------------------------------------------------------
+
+
+SCOPES_KEPT_S = 10.0
+"""How long the scope list of the filter form is reused: it is a ``GROUP BY`` over every memory,
+and a scope an agent just opened may join the list a few seconds late. A write made in the
+console (``Warm.generation``) drops it at once."""
+_scopes_kept: dict[str, tuple[float, int, list[str]]] = {}
+_scopes_lock = threading.Lock()
+
+
+def _scopes(console: Console, caller: Caller) -> list[str]:
+    """The scopes holding memories, for the filter form (kept for :data:`SCOPES_KEPT_S`)."""
+    now, generation = time.monotonic(), console.warm.generation
+    with _scopes_lock:
+        kept = _scopes_kept.get(caller.warm_key)
+    if kept is not None and kept[1] == generation and now - kept[0] < SCOPES_KEPT_S:
+        return kept[2]
+    found = [row["scope"] for row in console.scopes(caller)]
+    with _scopes_lock:
+        if len(_scopes_kept) > 64:  # one entry per tenant seen: bounded all the same
+            _scopes_kept.clear()
+        _scopes_kept[caller.warm_key] = (now, generation, found)
+    return found
 
 
 def _filters(request: Request) -> dict[str, str]:
@@ -94,9 +120,9 @@ def memories_page(request: Request) -> Response:
     cursor = request.query_params.get("cursor") or None
     pinned = {"yes": True, "no": False}.get(f["pinned"])
     next_url = None
+    pending: int | None = None  # the listing counts them; other views leave it to render_page
     try:
-        scopes = [row["scope"] for row in console.scopes(caller)]
-        due = console.due_for_review(caller, limit=1)
+        scopes = _scopes(console, caller)
         if f["due"]:
             found = console.due_for_review(caller, cursor=cursor)
             cards, total = found["memories"], found["total"]
@@ -130,6 +156,7 @@ def memories_page(request: Request) -> Response:
             cards, total = found["memories"], found["total"]
             summary = f"{total} memor{'y' if total == 1 else 'ies'}"
             next_cursor = found["next_cursor"]
+            pending = found.get("pending")
     except KorgError as exc:
         return error_page(request, exc)
     if next_cursor:
@@ -146,10 +173,11 @@ def memories_page(request: Request) -> Response:
         "types": MEMORY_TYPES,
         "states": MEMORY_STATES,
         "sources": [(value, SOURCE_LABELS.get(value, value)) for value in SOURCES],
-        "due_count": due["total"],
-        "review_days": due["days"],
+        "review_days": REVIEW_AFTER_DAYS,
     }
-    return render_page(request, "memories.html", context, title="Memories", section="memories")
+    return render_page(
+        request, "memories.html", context, title="Memories", section="memories", pending=pending
+    )
 
 
 REFS_RESOLVED = 10

@@ -161,14 +161,17 @@ def render_page(
     section: str,
     status: int = 200,
     error: str | None = None,
+    pending: int | None = None,
 ) -> HTMLResponse:
-    """A full page: the template with what every page shows (navigation, the approvals count,
-    the live-updates URL, the CSRF field, notices)."""
+    """A full page: the template with what every page shows (navigation, the approvals count --
+    ``pending`` when the page already counted them --, the live-updates URL, the CSRF field,
+    notices)."""
     console, caller = console_of(request), caller_of(request)
-    try:
-        pending = console.pending_count(caller)
-    except KorgError:
-        pending = 0
+    if pending is None:
+        try:
+            pending = console.pending_count(caller)
+        except KorgError:
+            pending = 0
     notices: list[dict[str, str]] = []
     done = request.query_params.get("done", "")
     if done in DONE:

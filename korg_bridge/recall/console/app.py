@@ -48,6 +48,7 @@ from korg_bridge.recall.console.security import (
     Sessions,
     cookies_of,
     csrf_token,
+    error_response,
 )
 from korg_bridge.recall.console.services import Console
 
@@ -204,7 +205,23 @@ def build_app(settings: Settings) -> Starlette:
         Middleware(Gate, keyring=settings.keyring, sessions=sessions, traffic=traffic, limiter=limiter),
         Middleware(Csrf, max_body_bytes=settings.max_body_bytes),
     ]
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return error_response(
+            request.scope, 404, "not_found", f"no route {request.url.path}; see /api/openapi.json"
+        )
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return error_response(
+            request.scope, 405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}"
+        )
+
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={404: not_found, 405: not_allowed},
+    )
     app.state.console = console
     app.state.traffic = traffic
     app.state.sessions = sessions

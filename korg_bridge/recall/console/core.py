@@ -7,6 +7,7 @@ and indexes). :class:`~.services.Console` builds every act on it; the read modul
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -67,8 +68,17 @@ class Core:
         self.warm = Warm()
         self.callers: dict[str, Caller] = {}
         """Every caller seen (by warm key): whose history the background tick keeps fresh."""
+        self.kept: dict[str, dict[Any, Any]] = {}
+        """What the read modules keep between requests (sessions, timeline items, health, previews),
+        by kind: this server's, never another's in the same process."""
+        self.kept_lock = threading.Lock()
         self.refreshed: dict[str, float] = {}
         """When each caller's history was last brought up to date (monotonic seconds)."""
+
+    def keep(self, kind: str) -> dict[Any, Any]:
+        """The cache of ``kind`` (see :attr:`kept`); guard it with :attr:`kept_lock`."""
+        with self.kept_lock:
+            return self.kept.setdefault(kind, {})
 
     def close(self) -> None:
         """Close every store and index opened (at shutdown)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,12 +41,9 @@ SESSIONS_KEPT = 8
 """Session lists kept (per caller and index state)."""
 TOOL_KINDS = {"user_prompt": "prompt", "llm_inference": "reply", "compact_summary": "summary"}
 
-_lock = threading.Lock()
-_sessions_cache: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
-_items: dict[tuple[str, int, int, bool, bool], dict[str, Any]] = {}
-"""Timeline items as shown (folded, redacted), by caller, event and what can change in an event
-(its text's length, whether its result came): redaction is most of a timeline's cost."""
 ITEMS_KEPT = 20_000
+"""Timeline items kept as shown (folded, redacted), by caller, event and what can change in an
+event (its text's length, whether its result came): redaction is most of a timeline's cost."""
 
 
 def _hides(console: Console) -> bool:
@@ -159,20 +155,20 @@ def _branch(extra: str) -> str | None:
 
 
 def _sessions(console: Console, caller: Caller) -> list[dict[str, Any]]:
-    def work(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    def work(conn: sqlite3.Connection) -> Any:
         newest, count = _state(conn)
         key = (caller.warm_key, newest, count)
-        with _lock:
-            found = _sessions_cache.get(key)
+        kept = console.keep("sessions")
+        with console.kept_lock:
+            found = kept.get(key)
         if found is None:
             found = _all_sessions(conn)
-            with _lock:
-                stale = [k for k in _sessions_cache if k[0] == caller.warm_key]
-                for k in stale:
-                    del _sessions_cache[k]
-                while len(_sessions_cache) >= SESSIONS_KEPT:
-                    del _sessions_cache[next(iter(_sessions_cache))]
-                _sessions_cache[key] = found
+            with console.kept_lock:
+                for k in [k for k in kept if k[0] == caller.warm_key]:
+                    del kept[k]
+                while len(kept) >= SESSIONS_KEPT:
+                    del kept[next(iter(kept))]
+                kept[key] = found
         return found
 
     result: list[dict[str, Any]] = _read(console, caller, work)
@@ -338,17 +334,18 @@ def timeline(
     if not total:
         raise UsageError(f"no session {session!r} in the history index.")
     hide = _hides(console)
+    items = console.keep("timeline")
     events = []
     for row in rows:
         key = (caller.warm_key, int(row[0]), len(str(row[12] or row[11] or "")), row[7] is not None, hide)
-        with _lock:
-            item = _items.get(key)
+        with console.kept_lock:
+            item = items.get(key)
         if item is None:
             item = _timeline_item(row, hide)
-            with _lock:
-                _items[key] = item
-                while len(_items) > ITEMS_KEPT:
-                    del _items[next(iter(_items))]
+            with console.kept_lock:
+                items[key] = item
+                while len(items) > ITEMS_KEPT:
+                    del items[next(iter(items))]
         events.append(item)
     return {
         "session": session,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +27,17 @@ __all__ = ["context_preview", "health"]
 
 BUDGET_MAX = 20_000
 _MORE = re.compile(r"^\((\d+) more: `korg-recall memories` lists them\)$", re.MULTILINE)
+
+PREVIEW_TTL_S = 5.0
+"""How long a context preview is reused unless the console wrote meanwhile: building the brief
+reads the store, the Claude Code folders and the index (a few hundred ms on a large store), and
+a change made elsewhere shows within these seconds."""
+
+
+HEALTH_TTL_S = 15.0
+"""How long a health report is reused: it runs the store's integrity check, verifies the whole
+operation log and counts the index (seconds on a large store), so a page reloaded, a probe or
+several people share one report; ``measured_at`` says when it was made."""
 
 
 def context_preview(
@@ -46,9 +56,10 @@ def context_preview(
     where = os.path.abspath(os.path.expanduser(project)) if project else console.cwd or os.getcwd()
     if not os.path.isdir(where):
         raise UsageError(f"project {project!r}: no such folder here. Pass a project folder (its git root).")
-    key = (id(console), caller.warm_key, where, budget, console.warm.generation)
-    with _health_lock:
-        kept = _previews.get(key)
+    previews = console.keep("previews")
+    key = (caller.warm_key, where, budget, console.warm.generation)
+    with console.kept_lock:
+        kept: tuple[float, dict[str, Any]] | None = previews.get(key)
     if kept is not None and time.monotonic() - kept[0] < PREVIEW_TTL_S:
         return kept[1]
     text, notes = build_brief(env, budget=budget, project=where)
@@ -70,10 +81,10 @@ def context_preview(
         "notes": notes,
         "measured_at": iso(),
     }
-    with _health_lock:
-        for old in [k for k in _previews if k[:4] == key[:4]]:
-            del _previews[old]
-        _previews[key] = (time.monotonic(), preview)
+    with console.kept_lock:
+        for old in [k for k in previews if k[:3] == key[:3]]:
+            del previews[old]
+        previews[key] = (time.monotonic(), preview)
     return preview
 
 
@@ -93,32 +104,18 @@ def _not_in_brief(store: Store, scopes: list[str]) -> dict[str, int]:
     return {"untrusted": untrusted, "retired": retired, "pending": pending}
 
 
-HEALTH_TTL_S = 15.0
-"""How long a health report is reused: it runs the store's integrity check, verifies the whole
-operation log and counts the index (seconds on a large store), so a page reloaded, a probe or
-several people share one report; ``measured_at`` says when it was made."""
-
-PREVIEW_TTL_S = 5.0
-"""How long a context preview is reused unless the console wrote meanwhile: building the brief
-reads the store, the Claude Code folders and the index (a few hundred ms on a large store), and
-a change made elsewhere shows within these seconds."""
-
-_health_lock = threading.Lock()
-_previews: dict[tuple[int, str, str, int, int], tuple[float, dict[str, Any]]] = {}
-_health_cache: dict[str, tuple[float, dict[str, Any]]] = {}
-
-
 def health(console: Console, caller: Caller) -> dict[str, Any]:
     """The report :func:`measure_health` made for this caller's tenant in the last
     :data:`HEALTH_TTL_S`, else a new one."""
-    key = f"{id(console)}:{caller.warm_key}"
-    with _health_lock:
-        found = _health_cache.get(key)
+    reports = console.keep("health")
+    key = caller.warm_key
+    with console.kept_lock:
+        found: tuple[float, dict[str, Any]] | None = reports.get(key)
     if found is not None and time.monotonic() - found[0] < HEALTH_TTL_S:
         return found[1]
     report = measure_health(console, caller)
-    with _health_lock:
-        _health_cache[key] = (time.monotonic(), report)
+    with console.kept_lock:
+        reports[key] = (time.monotonic(), report)
     return report
 
 

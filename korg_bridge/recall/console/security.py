@@ -169,7 +169,7 @@ class HostOrigin:
         origin = headers.get("origin")
         if origin is not None:
             scheme, _, authority = origin.partition("://")
-            if scheme != "http" or authority.lower() != host.strip().lower():
+            if scheme not in ("http", "https") or authority.lower() != host.strip().lower():
                 log.info("refused %s %s: Origin %r", scope["method"], scope["path"], origin[:80])
                 await error_response(scope, 403, "forbidden_origin", "requests from other sites are refused")(
                     scope, receive, send

@@ -285,3 +285,33 @@ async def test_a_memorys_page_shows_its_wiki_links_both_ways(project: Path) -> N
         assert {"id": target, "kind": "wiki", "title": "Staging is staging-db-3."} in outgoing
         incoming = (await client.get(f"/api/v1/memories/{target}")).json()["links"]["incoming"]
         assert [(link["id"], link["kind"]) for link in incoming] == [(source, "wiki")]
+
+
+async def test_a_list_shows_what_another_process_wrote_since_it_was_last_shown(project: Path) -> None:
+    async with console_client(cwd=project) as (client, _app):
+        assert (await client.get("/api/v1/memories")).json()["total"] == 0
+        first = agent_remembers(project, "The queue is RabbitMQ.")
+        assert [m["id"] for m in (await client.get("/api/v1/memories")).json()["memories"]] == [first["id"]]
+        ok(run("forget", "--id", str(first["id"]), "--json", cwd=project))
+        assert (await client.get("/api/v1/memories")).json()["total"] == 0
+        assert (await client.get("/api/v1/memories", params={"state": "retired"})).json()["total"] == 1
+
+
+def test_a_word_diff_is_escaped_when_rendered() -> None:
+    from korg_bridge.recall.console.diff import to_html, word_diff
+
+    parts = word_diff("run <b>make</b> first", 'run <script>alert(1)</script> "first"')
+    assert [p.op for p in parts] == ["equal", "delete", "insert", "equal", "delete", "insert"]
+    html = to_html(parts)
+    assert "<script>" not in html and "&lt;script&gt;" in html and "&quot;first&quot;" in html
+    assert html.startswith("run <del>") and "<ins>" in html
+
+
+async def test_an_unknown_api_route_or_method_answers_the_error_shape(project: Path) -> None:
+    async with console_client(cwd=project) as (client, _app):
+        missing = await client.get("/api/v1/nothing-here")
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+        wrong = await client.http.put(
+            "/api/v1/memories", json={}, headers={"x-csrf-token": await client.csrf()}
+        )
+        assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"

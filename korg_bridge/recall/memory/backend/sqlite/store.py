@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from korg_bridge._fs.durable import reserve
 from korg_bridge.config import ENV_RECALL_STORE
@@ -60,7 +61,6 @@ QUICK_CHECK_MAX_BYTES = 8 * 1024 * 1024
 """``PRAGMA quick_check`` on open below this size (a few ms): corruption is reported before
 anything is written. Above it, the first statement touching a bad page reports it instead."""
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 
 
@@ -196,15 +196,25 @@ class SqliteStore:
             )
         if info.st_size == 0:
             return
+        # The header is read through SQLite, never with open()/close(): closing any descriptor of
+        # the file drops every POSIX lock this process holds on it, so a connection kept open in
+        # this process (korg-recall serve) would lose its shared lock, and another process's last
+        # connection would then checkpoint and delete the WAL under it ("malformed"). SQLite's
+        # own descriptors of a file already open in the process are closed only when that is safe.
         try:
-            with open(self.path, "rb") as handle:
-                head = handle.read(len(_SQLITE_MAGIC))
-        except OSError as exc:
+            probe = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        except sqlite3.Error as exc:
             raise ConfigError(
-                f"cannot read the memory store {self.path}: {exc.strerror or exc}. Check its permissions."
+                f"cannot read the memory store {self.path}: {exc}. Check its permissions."
             ) from exc
-        if head != _SQLITE_MAGIC:
-            raise self.unusable("is not a SQLite database")
+        try:
+            probe.execute("PRAGMA schema_version").fetchone()
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc):
+                raise self.unusable("is not a SQLite database") from None
+            # Anything else (busy, corrupt, no -shm on a read-only folder) is for opening to judge.
+        finally:
+            probe.close()
 
     def _make_folder(self) -> None:
         try:

@@ -7,9 +7,10 @@ query (``?done=revised``): a reload never repeats the act and no stored text tra
 refused act re-renders the page with the error and the person's input kept (``revise`` against a
 version that moved on shows the newer version and keeps the draft, nothing overwritten).
 
-This module holds the memory pages and the approval queue, and gathers every page's route
-(:func:`routes`); History is :mod:`.history_pages`, the context preview and health
-:mod:`.insight_pages`, and what every page shares :mod:`.render`.
+This module holds the memory pages and gathers every page's route (:func:`routes`); the
+remember form is :mod:`.remember_page`, the approval queue :mod:`.approval_pages`, History
+:mod:`.history_pages`, the context preview and health :mod:`.insight_pages`, and what every
+page shares :mod:`.render`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from korg_bridge.errors import KorgError, UsageError
+from korg_bridge.recall.console.remember_page import tags_of
 from korg_bridge.recall.console.render import (
     caller_of,
     console_of,
@@ -47,10 +49,6 @@ SOURCE_LABELS = {
     "claude": "Claude Code folder",
     "import": "an import",
 }
-
-
-def _tags(text: str) -> list[str]:
-    return [tag.strip() for tag in text.split(",") if tag.strip()]
 
 
 def _query(request: Request, **changes: str | None) -> str:
@@ -330,7 +328,7 @@ async def memory_action(request: Request) -> Response:
             args: dict[str, Any] = {
                 "id": memory_id,
                 "content": form.get("content", ""),
-                "set": {"title": form.get("title", "").strip(), "tags": _tags(form.get("tags", ""))},
+                "set": {"title": form.get("title", "").strip(), "tags": tags_of(form.get("tags", ""))},
             }
             if not args["set"]["title"]:
                 del args["set"]["title"]
@@ -400,152 +398,21 @@ def _refused(
     )
 
 
-def new_memory_page(request: Request) -> Response:
-    console, caller = console_of(request), caller_of(request)
-    ref = request.query_params.get("event", "").strip()
-    form: dict[str, Any] = {
-        "content": "",
-        "title": "",
-        "type": "project",
-        "scope": "",
-        "tags": "",
-        "pinned": False,
-    }
-    event = None
-    try:
-        scopes = _write_scopes(console, caller)
-        if ref:
-            draft = console.remember_draft(caller, ref)
-            form.update(
-                content=draft.get("content") or "",
-                title=draft.get("title") or "",
-                type=draft.get("type") or "project",
-                scope=draft.get("scope") or "",
-            )
-            event = _event_summary(draft)
-    except KorgError as exc:
-        return error_page(request, exc)
-    context = {"form": form, "event": event, "types": MEMORY_TYPES, "scopes": scopes, "page": "new"}
-    return render_page(request, "new_memory.html", context, title="New memory", section="memories")
-
-
-def _write_scopes(console: Console, caller: Caller) -> list[str]:
-    """Where a person may write from here: the server's project first, then user, then the others."""
-    project = console.context(caller).project
-    known = [row["scope"] for row in console.scopes(caller)]
-    return list(dict.fromkeys([project, "user", *known]))
-
-
-def _event_summary(draft: Mapping[str, Any]) -> dict[str, Any]:
-    event = draft.get("event") if isinstance(draft.get("event"), Mapping) else {}
-    assert isinstance(event, Mapping)
-    ref = str(draft.get("source") or event.get("ref") or "")
-    session = event.get("session")
-    href = f"/history/events/{ref}"
-    return {
-        "ref": ref,
-        "kind": event.get("kind") or event.get("tool") or "event",
-        "session_title": event.get("session_title") or session or "its session",
-        "time": event.get("timestamp") or "",
-        "href": href,
-    }
-
-
-async def new_memory_post(request: Request) -> Response:
-    console, caller = console_of(request), caller_of(request)
-    form = await form_of(request)
-    args: dict[str, Any] = {"content": form.get("content", ""), "type": form.get("type", "note")}
-    for name in ("title", "scope", "source"):
-        if form.get(name, "").strip():
-            args[name] = form[name].strip()
-    if _tags(form.get("tags", "")):
-        args["tags"] = _tags(form.get("tags", ""))
-    if form.get("pinned") == "yes":
-        args["pinned"] = True
-    try:
-        result = await run_in_threadpool(console.remember, caller, args)
-    except KorgError as exc:
-        try:
-            scopes = await run_in_threadpool(_write_scopes, console, caller)
-        except KorgError:
-            scopes = []
-        keep = {**form, "pinned": form.get("pinned") == "yes"}
-        context = {"form": keep, "event": None, "types": MEMORY_TYPES, "scopes": scopes, "page": "new"}
-        return render_page(
-            request,
-            "new_memory.html",
-            context,
-            title="New memory",
-            section="memories",
-            status=http_status(exc),
-            error=exc.message,
-        )
-    return see_other(f"/memories/{result['id']}", "remembered")
-
-
-# --- approvals ----------------------------------------------------------------------------------
-
-
-def approvals_page(request: Request, error: str | None = None, status: int = 200) -> Response:
-    console, caller = console_of(request), caller_of(request)
-    try:
-        found = console.pending(caller, cursor=request.query_params.get("cursor") or None)
-    except KorgError as exc:
-        return error_page(request, exc, section="approvals")
-    pending = [{**item, "previous": (item.get("before") or {}).get("version")} for item in found["memories"]]
-    return render_page(
-        request,
-        "approvals.html",
-        {"pending": pending, "page": "approvals"},
-        title="Approvals",
-        section="approvals",
-        error=error,
-        status=status,
-    )
-
-
-async def approvals_post(request: Request) -> Response:
-    """Approve, reject or edit-then-approve: one (``/approvals/ID/ACT``) or the checked ones."""
-    console, caller = console_of(request), caller_of(request)
-    form = await form_of(request)
-    one = request.path_params.get("memory_id")
-    action = request.path_params.get("action") or form.get("action", "")
-    ids = [one] if one else form["ids"]
-    try:
-        if not ids:
-            raise UsageError("select at least one write to approve or reject.")
-        if action == "approve":
-            await run_in_threadpool(console.approve, caller, ids)
-        elif action == "reject":
-            await run_in_threadpool(console.reject, caller, ids)
-        elif action == "edit" and one:
-            edit: dict[str, Any] = {"content": form.get("content", "")}
-            if form.get("title", "").strip():
-                edit["set"] = {"title": form["title"].strip()}
-            await run_in_threadpool(console.edit_and_approve, caller, one, edit)
-            action = "approve"
-        else:
-            raise UsageError(f"no action {action!r} on approvals: approve, reject or edit.")
-    except KorgError as exc:
-        return await run_in_threadpool(approvals_page, request, exc.message, http_status(exc))
-    return see_other("/approvals", "approved" if action == "approve" else "rejected")
-
-
 def routes(console: Console) -> list[BaseRoute]:
     """Every page of the console (the app mounts the API, static files and metrics beside them);
     handlers find ``console`` as ``request.app.state.console``, the app's one :class:`Console`."""
-    from korg_bridge.recall.console import history_pages, insight_pages
+    from korg_bridge.recall.console import approval_pages, history_pages, insight_pages, remember_page
 
     return [
         *history_pages.routes(),
         *insight_pages.routes(),
         Route("/", memories_page, methods=["GET"]),  # the home page is the memories list
         Route("/memories", memories_page, methods=["GET"]),
-        Route("/memories/new", new_memory_page, methods=["GET"]),
-        Route("/memories/new", new_memory_post, methods=["POST"]),
+        Route("/memories/new", remember_page.new_memory_page, methods=["GET"]),
+        Route("/memories/new", remember_page.new_memory_post, methods=["POST"]),
         Route("/memories/{memory_id}", memory_page, methods=["GET"]),
         Route("/memories/{memory_id}/{action}", memory_action, methods=["POST"]),
-        Route("/approvals", approvals_page, methods=["GET"]),
-        Route("/approvals", approvals_post, methods=["POST"]),
-        Route("/approvals/{memory_id}/{action}", approvals_post, methods=["POST"]),
+        Route("/approvals", approval_pages.approvals_page, methods=["GET"]),
+        Route("/approvals", approval_pages.approvals_post, methods=["POST"]),
+        Route("/approvals/{memory_id}/{action}", approval_pages.approvals_post, methods=["POST"]),
     ]

@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from korg_bridge.auth.identity import SCOPE_KEY
+from korg_bridge.config import OFF_WORDS, ON_WORDS
 from korg_bridge.errors import KorgError, UsageError
 from korg_bridge.recall.cli.memory import MEMORIES_SCHEMA, REMEMBER_SCHEMA, REVISE_SCHEMA
 from korg_bridge.recall.cli.schemas import CONTEXT_SCHEMA, RECALL_SCHEMA
@@ -427,9 +428,9 @@ def _convert(name: str, schema: Mapping[str, Any], raw: str) -> Any:
             raise UsageError(f"{name} must be a whole number, got {raw[:40]!r}.")
         return int(raw)
     if kind == "boolean":
-        if raw.lower() in ("true", "1", "yes", "on"):
+        if raw.strip().lower() in ON_WORDS:  # the words every yes/no setting takes
             return True
-        if raw.lower() in ("false", "0", "no", "off"):
+        if raw.strip().lower() in OFF_WORDS:
             return False
         raise UsageError(f"{name} must be true or false, got {raw[:40]!r}.")
     return raw

@@ -74,7 +74,40 @@ def _kind(mode: int) -> str:
 
 
 def _header(path: Path) -> bytes:
-    """The first 100 bytes, read without blocking (the path was just seen to be a regular file).
+    """The first 100 bytes, read through SQLite's own file layer (the path was just seen to be a
+    regular file; a file too short or not SQLite gives what SQLite could read of it, or nothing).
+
+    Not ``os.open``/``os.close``: closing any descriptor of a file drops every POSIX lock this
+    process holds on it, so an index connection kept open in this process (korg-recall serve holds
+    one per tenant) would lose its shared lock, and another process's last connection would then
+    delete the WAL under it. SQLite closes its own descriptors only when that is safe.
+
+    Raises:
+        ConfigError: the file cannot be read.
+    """
+    uri = Path(os.path.abspath(path)).as_uri() + "?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise ConfigError(
+            f"cannot read the recall index {path}: {exc}. Set {ENV_RECALL_INDEX} to a readable path."
+        ) from exc
+    try:
+        app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc):
+            return b""  # not SQLite: no magic
+        return _raw_header(path)  # damaged: its bytes say whose it is (an index of ours is rebuilt)
+    finally:
+        conn.close()
+    header = bytearray(_SQLITE_MAGIC.ljust(_HEADER_BYTES, b"\0"))
+    header[_APPLICATION_ID_OFFSET : _APPLICATION_ID_OFFSET + 4] = app_id.to_bytes(4, "big", signed=True)
+    return bytes(header)
+
+
+def _raw_header(path: Path) -> bytes:
+    """The first 100 bytes read directly: only for a file SQLite cannot read, which no connection
+    of this process can be using.
 
     Raises:
         ConfigError: the file cannot be read.

@@ -46,3 +46,27 @@ def test_a_file_that_is_not_sqlite_is_still_refused_untouched(tmp_path: Path) ->
         SqliteStore(path)
     assert path.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["memory.sqlite"]
+
+
+def test_opening_the_history_index_again_keeps_the_first_connections_locks(tmp_path: Path) -> None:
+    from korg_bridge.recall.history.index import Index
+
+    path = tmp_path / "index.sqlite"
+    kept = Index(path)  # a tenant's index in korg-recall serve
+    try:
+        kept.read(lambda conn: conn.execute("SELECT count(*) FROM events").fetchone())
+        Index(path).close()  # another tenant's, in the same process
+        child = CHILD.replace(
+            "INTO meta (key, value) VALUES ('from-child', 'yes')",
+            "OR REPLACE INTO meta (key, value) VALUES ('from-child', 'yes')",
+        )
+        subprocess.run([sys.executable, "-c", child, str(path)], check=True, timeout=60)
+        assert Path(f"{path}-wal").exists(), (
+            "the child deleted the WAL: this process's lock on the index was lost"
+        )
+        found = kept.read(
+            lambda conn: conn.execute("SELECT value FROM meta WHERE key = 'from-child'").fetchone()
+        )
+        assert found[0] == "yes"
+    finally:
+        kept.close()

@@ -92,7 +92,15 @@ def test_korg_recall_serves_four_memory_tools_and_keeps_approval_restore_export_
     } <= served
     assert [(s.command_id, s.reason) for s in document.skipped] == [
         (f"korg-recall.{name}", "offered on the cli surface only")
-        for name in ("restore", "store.migrate", "export", "import", "hooks.install", "hooks.uninstall")
+        for name in (
+            "restore",
+            "store.migrate",
+            "export",
+            "import",
+            "hooks.install",
+            "hooks.uninstall",
+            "serve",
+        )
     ]
     memories = document.get("korg-recall.memories")
     assert memories is not None and not set(memories.properties) & {"approve", "pending", "stats"}

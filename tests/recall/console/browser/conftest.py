@@ -51,7 +51,7 @@ class Console:
         return self.url + path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # not the session: its event loop must be gone before anyio's tests
 def playwright() -> Iterator[Playwright]:
     from playwright.sync_api import sync_playwright
 
@@ -59,7 +59,7 @@ def playwright() -> Iterator[Playwright]:
         yield running
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     with launched(playwright) as opened:
         yield opened

@@ -54,7 +54,9 @@ __all__ = [
     "bridge_token",
     "claude_memory",
     "claude_writeback",
+    "engine_idle",
     "engine_mode",
+    "engine_wait",
     "ledger_key",
     "mirror_on",
     "model_name",
@@ -354,3 +356,18 @@ def engine_mode(env: Mapping[str, str]) -> str:
             "off (never use an engine), on (use one when it runs, the default) or auto (start one when "
             "none runs)."
         ) from None
+
+
+def engine_idle(env: Mapping[str, str]) -> str:
+    """``KORG_RECALL_ENGINE_IDLE``: how long an auto-started engine waits idle before it exits
+    (``30m`` unless set; the engine checks the duration and says what is wrong with it)."""
+    return _text(env, ENV_RECALL_ENGINE_IDLE) or "30m"
+
+
+def engine_wait(env: Mapping[str, str]) -> float:
+    """``KORG_RECALL_ENGINE_WAIT``: seconds the first ``auto`` call waits for the engine it started
+    (0 unless set: that call runs in its own process; anything unreadable counts as 0)."""
+    try:
+        return max(float(_text(env, ENV_RECALL_ENGINE_WAIT) or 0), 0.0)
+    except ValueError:
+        return 0.0

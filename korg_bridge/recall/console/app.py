@@ -274,6 +274,9 @@ def _login_page(token: str, problem: str, status: int = 200) -> Response:
     body = (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        # Under the header's Referrer-Policy no-referrer a browser sends "Origin: null" with a
+        # form post, which the Origin check refuses; same-origin keeps the referrer at home.
+        '<meta name="referrer" content="same-origin"><meta name="color-scheme" content="light dark">'
         f"<title>Sign in · korg-recall</title>{css}</head><body><main><h1>Sign in</h1>{note}"
         '<form method="post" action="/login">'
         f'<input type="hidden" name="csrf_token" value="{html.escape(token, quote=True)}">'

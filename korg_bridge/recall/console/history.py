@@ -116,7 +116,9 @@ def _all_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     ).fetchall()
     out: list[dict[str, Any]] = []
     titles: dict[int, str] = {}
-    wanted = [int(r[8] or r[9]) for r in rows if (r[8] or r[9])]
+    # the title (Claude Code's summary line, else the first prompt), and the first prompt's branch:
+    # a summary line carries no gitBranch
+    wanted = sorted({int(r[i]) for r in rows for i in (8, 9) if r[i]})
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
         marks = ", ".join("?" * len(chunk))
@@ -134,7 +136,7 @@ def _all_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
                 "title": titles.get(chosen) or str(session),
                 "agent": agent,
                 "project": project,
-                "branch": titles.get(-chosen) or None,
+                "branch": titles.get(-chosen) or titles.get(-int(prompt_id or 0)) or None,
                 "started": started,
                 "ended": ended,
                 "events": int(count),

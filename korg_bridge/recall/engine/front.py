@@ -185,7 +185,7 @@ def call(conn: socket.socket, argv: Sequence[str], index: str, store: str) -> in
 def _auto_start(where: Path, env: Mapping[str, str]) -> socket.socket | None:
     """Start an engine for ``where`` (detached, niced, single by its lock) unless one is starting;
     wait ``KORG_RECALL_ENGINE_WAIT`` seconds for it to answer (default: not at all)."""
-    from korg_bridge.config import ENV_RECALL_ENGINE_IDLE, ENV_RECALL_ENGINE_WAIT
+    from korg_bridge.config import engine_idle, engine_wait
 
     try:  # nothing is created here: the engine makes its folder once the index proves ours
         lock = os.open(where / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
@@ -200,11 +200,8 @@ def _auto_start(where: Path, env: Mapping[str, str]) -> socket.socket | None:
             starting = False
         finally:
             os.close(lock)
-    pid = None if starting else spawn(env.get(ENV_RECALL_ENGINE_IDLE, "").strip() or "30m", dict(env))
-    try:
-        wait = float(env.get(ENV_RECALL_ENGINE_WAIT, "") or 0)
-    except ValueError:
-        wait = 0.0
+    pid = None if starting else spawn(engine_idle(env), dict(env))
+    wait = engine_wait(env)
     deadline = time.monotonic() + min(max(wait, 0.0), MAX_WAIT_S)
     while time.monotonic() < deadline:
         time.sleep(POLL_S)

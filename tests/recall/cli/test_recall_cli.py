@@ -31,7 +31,7 @@ from tests.helpers.paths import REPO
 
 SNAPSHOT = Path(__file__).resolve().parent / "introspect.snapshot.json"
 REGENERATE = (
-    f"{sys.executable} -m korg_bridge.recall.cli.app --introspect > tests/recall/introspect.snapshot.json"
+    f"{sys.executable} -m korg_bridge.recall.cli.app --introspect > tests/recall/cli/introspect.snapshot.json"
 )
 
 HEADER = re.compile(r"^\[recall · (substring|keyword|semantic|hybrid)\] (\d+) match\(es\):$")
@@ -791,7 +791,7 @@ def test_introspect_matches_the_snapshot(
             if k != "callables" and expected.get(k) != document.get(k)
         )
         pytest.fail(
-            f"korg-recall --introspect differs from tests/recall/introspect.snapshot.json "
+            f"korg-recall --introspect differs from tests/recall/cli/introspect.snapshot.json "
             f"(callables changed: {', '.join(changed) or 'none'}; other fields: {', '.join(top) or 'none'}). "
             f"If the change is intended, regenerate the snapshot from the repository root with:\n    {REGENERATE}",
             pytrace=False,

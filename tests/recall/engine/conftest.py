@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import python_env
+from tests.helpers.cli import python_env
 from tests.helpers.engine import Running, korg_recall, start
 
 BOUND = 120.0

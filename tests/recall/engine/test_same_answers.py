@@ -137,6 +137,7 @@ ALLOWED = {
     "korg_bridge.recall.paths",
     "korg_bridge.recall.engine",
     "korg_bridge.recall.engine.front",
+    "korg_bridge.recall.engine.protocol",
 }
 """The package's modules the front half may import: its own, and the one path resolver's."""
 

@@ -120,6 +120,11 @@ def test_fifos_as_claude_memory_and_instructions_files_are_skipped(
     isolated_env: Path, shop: Path, claude: ClaudeHome
 ) -> None:
     memory = claude.memory(shop)
+    # Claude Code keeps a session beside every memory folder; it names the folder's project. (Without
+    # it the folder is found by decoding its name on disk, which gives up in a directory of more than
+    # 5,000 entries, as pytest's base temp is late in a full run: the file would be skipped as
+    # "project unknown", not as "not a regular file".)
+    claude.transcript(shop, "s1", shop)
     (memory / "user_role.md").write_text(
         "---\nname: Role\ndescription: Backend lead\ntype: user\n---\nShort.\n"
     )

@@ -18,9 +18,12 @@ Everything not listed in ``__all__`` is private.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
 from korg_bridge._version import __version__
+
+TYPE_CHECKING = False
+"""``typing.TYPE_CHECKING`` without importing ``typing``: every ``korg-recall`` process imports this
+package first, and a call an engine answers has no time for it (docs/engine.md)."""
 
 # Names resolve lazily: ``korg-recall`` imports this package on every cold
 # start, and must not pay for the MCP SDK it never uses.
@@ -52,6 +55,8 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from korg_bridge.bridge.argv import build_argv
     from korg_bridge.bridge.contract import CallableSpec, Capabilities, Document, Skipped, parse_document
     from korg_bridge.bridge.discovery import discover

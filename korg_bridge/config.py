@@ -31,10 +31,15 @@ a ConfigError (exit 3)     anything else
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Literal
 
 from korg_bridge.errors import ConfigError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the engine's front path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Literal
+
+    WritesMode = Literal["auto", "confirm", "off"]
 
 __all__ = [
     "ACTOR_MAX",
@@ -44,7 +49,6 @@ __all__ = [
     "STORE_URL_SCHEMES",
     "TENANT_NAME",
     "WRITE_MODES",
-    "WritesMode",
     "actor_by_token",
     "actor_from",
     "allow_secrets",
@@ -228,7 +232,6 @@ def mirror_on(env: Mapping[str, str]) -> bool:
 
 # --- values ----------------------------------------------------------------------------------------
 
-WritesMode = Literal["auto", "confirm", "off"]
 WRITE_MODES: tuple[WritesMode, ...] = ("auto", "confirm", "off")
 
 

@@ -24,8 +24,6 @@ says. Nothing here touches the file system.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from korg_bridge.config import (
@@ -45,6 +43,10 @@ from korg_bridge.config import (
     store_url,
 )
 from korg_bridge.errors import ConfigError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the engine's front path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = [
     "MIRROR_NAME",
@@ -181,12 +183,32 @@ def default_store_path(env: Mapping[str, str]) -> Path:
     return data_dir(env) / "memory.sqlite"
 
 
-@dataclass(frozen=True, slots=True)
 class Location:
-    """Where ``KORG_RECALL_STORE`` points: a SQLite file, or a PostgreSQL URL."""
+    """Where ``KORG_RECALL_STORE`` points: a SQLite file, or a PostgreSQL URL.
 
-    path: Path | None = None
-    url: str | None = None
+    A value, written out by hand rather than as a dataclass: the engine's front half resolves it
+    on every call, and ``dataclasses`` (with ``inspect``) would cost it a fifth of its time.
+    """
+
+    __slots__ = ("path", "url")
+    path: Path | None
+    url: str | None
+
+    def __init__(self, path: Path | None = None, url: str | None = None) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "url", url)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Location is immutable: cannot set {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Location) and (self.path, self.url) == (other.path, other.url)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.url))
+
+    def __repr__(self) -> str:
+        return f"Location(path={self.path!r}, url={self.url!r})"
 
     @property
     def is_url(self) -> bool:

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 __all__ = ["context_preview", "health"]
 
 BUDGET_MAX = 20_000
-_MORE = re.compile(r"^\((\d+) more: `korg-recall memories` lists them\)$", re.MULTILINE)
+_MORE = re.compile(r"\((\d+) more: `korg-recall memories` lists them\)")
+"""The brief's last line when memories were left out for the budget (only the last line is read:
+a stored text can never stand in for it)."""
 
 PREVIEW_TTL_S = 5.0
 """How long a context preview is reused unless the console wrote meanwhile: building the brief
@@ -65,7 +67,7 @@ def context_preview(
     text, notes = build_brief(env, budget=budget, project=where)
     ctx = Context.from_env({k: v for k, v in env.items() if k != "KORG_RECALL_PROJECT"}, cwd=where)
     root = ctx.project.removeprefix("project:")
-    found = _MORE.search(text)
+    found = _MORE.fullmatch(text.rstrip("\n").rpartition("\n")[2])
     left_out: dict[str, int] = {"budget": int(found.group(1)) if found else 0}
     if console.store_exists(caller):
         left_out.update(

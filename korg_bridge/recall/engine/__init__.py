@@ -13,7 +13,9 @@ See docs/engine.md.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the engine's front path
+if TYPE_CHECKING:
+    from typing import Any
 
 _serving: dict[str, Any] | None = None
 """Set in an engine's child for the call it runs: which engine answered (``stats`` says so)."""

@@ -24,17 +24,12 @@ shares with this module (the wire, the folder, the fingerprint) is :mod:`.protoc
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import signal
 import socket
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
 from korg_bridge.recall.engine.protocol import (
     ACCEPT,
@@ -57,6 +52,13 @@ from korg_bridge.recall.engine.protocol import (
     read_frame,
     version,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING: this process has no time to import typing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from pathlib import Path
+    from types import TracebackType
+    from typing import Any
 
 __all__ = [
     "LOST_EXIT",
@@ -91,27 +93,37 @@ def _umask() -> int:
     return mask
 
 
-@contextlib.contextmanager
-def _forwarding(child: int) -> Iterator[None]:
+class _Forwarding:
     """Signals meant for this call go to the child's process group: Ctrl-C becomes the child's
     KeyboardInterrupt; a terminating signal ends the child, then this process, as it would a
-    fresh one."""
+    fresh one. (A class, not ``contextlib``: this process imports as little as it can.)"""
 
-    def forward(signum: int, _frame: Any) -> None:
-        with contextlib.suppress(OSError):
-            os.killpg(child, signum)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self, child: int) -> None:
+        self.child = child
+        self.kept: dict[int, Any] = {}
+
+    def forward(self, signum: int, _frame: Any) -> None:
+        try:  # noqa: SIM105 -- contextlib is not imported on this path
+            os.killpg(self.child, signum)
+        except OSError:
+            pass
         if signum != signal.SIGINT:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
-        yield
-        return
-    kept = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in kept.items():
+    def __enter__(self) -> None:
+        for sig in self.SIGNALS:
+            try:
+                self.kept[sig] = signal.signal(sig, self.forward)
+            except ValueError:  # not the main thread: only the main thread may set handlers
+                break
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        for sig, handler in self.kept.items():
             signal.signal(sig, handler)
 
 
@@ -167,7 +179,7 @@ def call(conn: socket.socket, argv: Sequence[str], index: str, store: str) -> in
         return None  # the child is gone before it was told to run
     conn.settimeout(None)  # the call takes as long as it takes, as a fresh process would
     started = False
-    with _forwarding(child):
+    with _Forwarding(child):
         while True:
             try:
                 kind, body = read_frame(conn)

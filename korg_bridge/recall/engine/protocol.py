@@ -6,7 +6,6 @@ every call before anything else.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -14,9 +13,12 @@ import stat
 import struct
 import sys
 import zlib
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the engine's front path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = [
     "ACCEPT",
@@ -153,8 +155,10 @@ def make_dir(where: Path) -> None:
         OSError: it cannot be created, or it is not a directory of ours.
     """
     where.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
+    try:  # noqa: SIM105 -- contextlib is not imported on the front's path
         where.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
     info = os.lstat(where)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise PermissionError(f"{where} is not a directory of this user's")
@@ -183,15 +187,21 @@ def code_fingerprint() -> str:
     folders = [root]
     while folders:
         folder = folders.pop()
-        with contextlib.suppress(OSError), os.scandir(folder) as entries:
-            for entry in sorted(entries, key=lambda item: item.name):
+        try:
+            with os.scandir(folder) as found:
+                entries = sorted(found, key=lambda item: item.name)
+        except OSError:
+            continue
+        for entry in entries:  # (try/except, not contextlib: the front imports as little as it can)
+            try:
                 if entry.is_dir(follow_symlinks=False):
                     if entry.name != "__pycache__":
                         folders.append(entry.path)
                 elif not entry.name.endswith((".pyc", ".pyo")):
-                    with contextlib.suppress(OSError):
-                        info = entry.stat()
-                        parts.append(f"{entry.path[len(root) :]}\0{info.st_size}\0{info.st_mtime_ns}")
+                    info = entry.stat()
+                    parts.append(f"{entry.path[len(root) :]}\0{info.st_size}\0{info.st_mtime_ns}")
+            except OSError:
+                continue
     listing = "\n".join(parts).encode("utf-8", "surrogateescape")
     return f"{zlib.crc32(listing):08x}{zlib.adler32(listing):08x}{len(parts):04x}"
 

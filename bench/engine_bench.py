@@ -50,9 +50,57 @@ TIMEOUT_S = 300.0
 READY_S = 180.0
 
 
+PYTHON = [sys.executable]
+"""The interpreter the calls and the bridge run with: a user's install (:func:`user_install`)
+unless ``--editable``."""
+
+
 def korg_recall() -> list[str]:
-    script = shutil.which("korg-recall", path=os.path.dirname(sys.executable))
-    return [script] if script else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
+    script = shutil.which("korg-recall", path=os.path.dirname(PYTHON[0]))
+    return [script] if script else [PYTHON[0], "-m", "korg_bridge.recall.cli.app"]
+
+
+def user_install(where: Path) -> Path:
+    """korg-bridge installed as a user has it (a wheel, not this checkout's editable install), in a
+    venv of its own that finds the dependencies in this one; its ``python``.
+
+    An editable install costs every process a finder import at start-up (about 9 ms, most of what
+    the front half spends before it reaches the engine); a user's install has none."""
+    import sysconfig
+
+    python = where / "venv" / "bin" / "python"
+    if python.exists():
+        return python
+    repo = Path(__file__).resolve().parents[1]
+    wheels = where / "wheel"
+    print("engine bench: building a wheel of this checkout for a user's install ...", file=sys.stderr)
+    for argv in (
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(wheels),
+            str(repo),
+        ],
+        [sys.executable, "-m", "venv", "--without-pip", str(where / "venv")],
+    ):
+        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    # A plain path, not a site dir: this venv's .pth files (the editable finder) are not run there.
+    Path(site, "korg-bench-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    wheel = next(wheels.glob("korg_bridge-*.whl"))
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    return python
 
 
 def prepare(workdir: Path, events: int, memories: int) -> tuple[dict[str, str], Path]:
@@ -163,7 +211,7 @@ async def _bridge_arm(env: dict[str, str], project: Path, rounds: int, out: dict
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "korg_bridge", "korg-recall"], env=env, cwd=str(project)
+        command=PYTHON[0], args=["-m", "korg_bridge", "korg-recall"], env=env, cwd=str(project)
     )
     queries = list(rb.LATENCY_QUERIES)
     plan: dict[str, Callable[[int], tuple[str, dict[str, Any]]]] = {
@@ -250,6 +298,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--quick", action="store_true", help="3k events, 2k memories, 10 rounds; prints only")
     parser.add_argument("--no-write", action="store_true", help="print the section instead of writing it")
+    parser.add_argument(
+        "--editable",
+        action="store_true",
+        help="run this checkout's editable install, not a user's install of it",
+    )
+    parser.add_argument(
+        "--workdir", type=Path, help="keep the corpus, store and install here, and reuse them when present"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.events, args.memories, args.rounds, args.no_write = 3_000, 2_000, 10, True
@@ -258,7 +314,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = common.machine()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="engine-bench-") as tmp:
-        env, project = prepare(Path(tmp), args.events, args.memories)
+        workdir = args.workdir.resolve() if args.workdir else Path(tmp)
+        saved = workdir / "bench-env.json"
+        sizes = {"events": args.events, "memories": args.memories}
+        if saved.exists():
+            kept = json.loads(saved.read_text())
+            if kept.get("sizes", sizes) != sizes:
+                raise SystemExit(
+                    f"engine bench: {workdir} holds {kept['sizes']}; pass those, or another --workdir"
+                )
+            env, project = kept["env"], Path(kept["project"])
+        else:
+            env, project = prepare(workdir / "data", args.events, args.memories)
+            saved.write_text(json.dumps({"env": env, "project": str(project), "sizes": sizes}))
+        if not args.editable:
+            PYTHON[0] = str(user_install(workdir / "install"))
+            env = {**env, "PATH": f"{Path(PYTHON[0]).parent}{os.pathsep}{env.get('PATH', '')}"}
         engine = start_engine(env, project)
         try:
             direct = interleaved(env, project, args.rounds)
@@ -273,7 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         (
             f"Fresh `korg-recall` processes, {args.events:,} history events (every one embedded), "
             f"{args.memories:,} memories (every one embedded), model `{Path(env['KORG_RECALL_MODEL_DIR']).name}`; "
-            f"{args.rounds} rounds, the two arms alternating call by call. **Engine RSS with the model "
+            f"{args.rounds} rounds, the two arms alternating call by call; "
+            f"{'this checkout (editable install)' if args.editable else 'korg-bridge installed from a wheel, as a user has it'}. "
+            "**Engine RSS with the model "
             f"loaded: {rss:.0f} MB** (goal ≤ {TARGET_RSS_MB:.0f} MB: {common.verdict(rss <= TARGET_RSS_MB)}). "
             f"Load average (1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} after: the machine is "
             "shared with other engineers' work, so both arms carry it."

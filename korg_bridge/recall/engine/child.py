@@ -197,7 +197,7 @@ def _run(argv: Sequence[str]) -> int:
     return code
 
 
-def serve_call(conn: socket.socket, identity: Identity, engine_pid: int) -> None:
+def serve_call(conn: socket.socket, identity: Identity, served: dict[str, Any]) -> None:
     """Handshake, run and report one call on ``conn``; returns when the child may exit."""
     fds: list[int] = []
     try:
@@ -239,7 +239,7 @@ def serve_call(conn: socket.socket, identity: Identity, engine_pid: int) -> None
     _Announcing.announce = announce
     import korg_bridge.recall.engine as package
 
-    package._serving = {"pid": engine_pid}
+    package._serving = served
     code = _run(request["argv"])
     done.set()
     with contextlib.suppress(OSError):

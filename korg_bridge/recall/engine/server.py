@@ -54,6 +54,7 @@ from korg_bridge.recall.engine.protocol import (
     peer_uid,
     version,
 )
+from korg_bridge.recall.engine.watch import MirrorWatch
 
 __all__ = ["DRAIN_S", "MAX_CHILDREN", "parse_duration", "run"]
 
@@ -119,6 +120,10 @@ def preload(env: Mapping[str, str]) -> list[str]:
     for optional in ("sqlite3", "psycopg"):
         with contextlib.suppress(ImportError):
             importlib.import_module(optional)
+    from korg_bridge.redact.rules import RULES
+
+    for rule in RULES:  # the secret patterns compile lazily: once here, not in every call
+        getattr(rule.pattern, "compiled", None)
     from korg_bridge.recall.semantic.model import model_available
 
     if model_available(env):
@@ -199,9 +204,12 @@ def _listen(path: Path) -> socket.socket:
 class Engine:
     """The parent's state: its children, its clock, whether it drains."""
 
-    def __init__(self, where: Path, identity: Identity, idle_s: float | None) -> None:
+    def __init__(
+        self, where: Path, identity: Identity, idle_s: float | None, watch: MirrorWatch | None = None
+    ) -> None:
         self.where = where
         self.identity = identity
+        self.watch = watch
         self.idle_s = idle_s
         self.children: set[int] = set()
         self.calls = 0
@@ -226,6 +234,8 @@ class Engine:
             self.last = time.monotonic()
 
     def _fork(self, conn: socket.socket, listener: socket.socket, lock_fd: int) -> None:
+        if self.watch is not None:
+            self.watch.drain()  # every change finished before the call is in what the child inherits
         pid = os.fork()
         if pid == 0:  # the child: never returns into the parent's loop
             try:
@@ -234,7 +244,16 @@ class Engine:
                 os.close(self.wake_r)
                 os.close(self.wake_w)
                 signal.set_wakeup_fd(-1)
-                serve_call(conn, self.identity, os.getppid())
+                served: dict[str, Any] = {"pid": os.getppid()}
+                if self.watch is not None:
+                    from korg_bridge.recall.memory.mirror import watched
+
+                    for fd in self.watch.fds[1:]:  # the inotify descriptor is the parent's alone
+                        os.close(fd)
+                    os.close(self.watch.report_r)
+                    watched.install(self.watch.child())
+                    served["mirror_watch"] = self.watch.status()
+                serve_call(conn, self.identity, served)
             finally:
                 os._exit(0)
         self.children.add(pid)
@@ -264,13 +283,15 @@ class Engine:
                     deadline = now + DRAIN_S
             elif self.idle_s is not None and not self.children and now - self.last >= self.idle_s:
                 return
-            watch = [self.wake_r]
+            watch = [self.wake_r, *(self.watch.fds if self.watch is not None else [])]
             if not self.draining and len(self.children) < MAX_CHILDREN:
                 watch.append(listener.fileno())
             ready, _, _ = select.select(watch, [], [], TICK_S)
             if self.wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self.wake_r, 512)
+            if self.watch is not None and any(fd in ready for fd in self.watch.fds):
+                self.watch.drain()  # keeps the inotify queue short between calls
             if listener.fileno() in ready and not self.draining:
                 self._accept(listener, lock_fd)
 
@@ -336,7 +357,7 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
     for name, value in SINGLE_THREADED.items():  # before numpy, onnxruntime and tokenizers load
         os.environ.setdefault(name, value)
     identity = Identity(version(), code_fingerprint(), str(index), configured_store(env))
-    engine = Engine(where, identity, idle_s)
+    engine = Engine(where, identity, idle_s, _mirror_watch(identity.store))
     try:
         started = time.monotonic()
         models = preload(env)
@@ -375,6 +396,15 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
         os.close(lock.fd)
     sys.stderr.write(f"korg-recall: engine stopped after {engine.calls} call(s).\n")
     return 0
+
+
+def _mirror_watch(store: str) -> MirrorWatch | None:
+    """The watch over the mirror beside a SQLite store (a team store has no mirror)."""
+    if "://" in store:
+        return None
+    from korg_bridge.recall.paths import MIRROR_NAME
+
+    return MirrorWatch(Path(store).parent / MIRROR_NAME)
 
 
 def _store_label(store: str) -> str:

@@ -87,6 +87,7 @@ class OnnxEmbedder:
         self.normalize = spec.normalize
         self.window = min(WINDOW_TOKENS, _max_tokens(spec))
         self.tokenizer, self.pad_id = load_tokenizer(spec.directory, self.window)
+        self._last: tuple[str, NDArray[numpy.float32]] | None = None
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # One thread per operator, one batch per core: batches of a few hundred tokens split across
@@ -161,6 +162,13 @@ class OnnxEmbedder:
         return matrix, np.asarray(cut.owner, dtype=np.int64)
 
     def embed(self, texts: Sequence[str]) -> NDArray[numpy.float32]:
-        """One unit vector per text: its first window (a query, a memory)."""
+        """One unit vector per text: its first window (a query, a memory).
+
+        The last single text is remembered: ``recall`` embeds its query for the history and
+        again for the memories, and the second costs nothing."""
+        if len(texts) == 1 and self._last is not None and self._last[0] == texts[0]:
+            return self._last[1].copy()
         matrix, _ = self.embed_windows(texts, [1] * len(texts))
+        if len(texts) == 1:
+            self._last = (texts[0], matrix.copy())
         return matrix

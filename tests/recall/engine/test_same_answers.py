@@ -124,7 +124,8 @@ def test_a_revise_made_by_another_process_is_seen_by_the_next_engine_call(
 def test_stats_says_whether_an_engine_answered(engine: Running, env: dict[str, str], project: Path) -> None:
     served = json.loads(run(env, "stats", "--json", cwd=project).stdout)["engine"]
     alone = json.loads(run(off(env), "stats", "--json", cwd=project).stdout)["engine"]
-    assert served == {"answered": True, "pid": engine.pid}
+    assert {key: served[key] for key in ("answered", "pid")} == {"answered": True, "pid": engine.pid}
+    assert served["mirror_watch"]["watching"] is True
     assert alone == {"answered": False}
 
 

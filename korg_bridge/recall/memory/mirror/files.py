@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge._fs.durable import fsync_folder
+from korg_bridge.recall.memory.mirror import watched
 from korg_bridge.recall.memory.mirror.frontmatter import (
     FrontMatterError,
     Parsed,
@@ -189,6 +190,8 @@ def detect(
     problems: list[str] = []
     for scope in scopes:
         sub = mirror_dir_of(scope)
+        if watched.unchanged(root / sub):  # a resident engine saw nothing happen since a clean scan
+            continue
         known = {
             path: (size, mtime_ns)
             for path, size, mtime_ns in conn.execute(
@@ -199,11 +202,14 @@ def detect(
         if problem is not None:
             problems.append(problem)
             continue
+        found = len(candidates)
         for name in sorted(entries):
             path = f"{sub}/{name}"
             if known.pop(path, None) != entries[name]:
                 candidates.append((path, scope))
         candidates.extend((path, scope) for path in sorted(known))  # recorded, not listed: gone
+        if len(candidates) == found:
+            watched.in_line(root / sub)
     return candidates, problems
 
 

@@ -1,0 +1,236 @@
+"""The engine's watch over the memory mirror's folders (Linux inotify), so a call can skip
+listing a folder in which nothing happened since a scan found it in line with the store.
+
+Every read of the store first looks for hand edits in the mirror (:func:`~korg_bridge.recall.
+memory.mirror.files.detect`): a listing and a ``stat`` of every file of the caller's scope
+folders. The parent watches those folders; each folder has a *generation*, raised by every
+event in it (a write, a ``touch``, a rename, a delete, anything). Before forking a call the
+parent reads every pending event, so the child inherits generations that include every change
+finished before the call began. A child whose scan of a folder found nothing to take in writes
+``clean <generation> <folder>`` to the parent's report pipe; the parent marks the folder clean
+at that generation. A later child skips a folder only when its generation is still the clean
+one: any event since the scan's fork -- a person's edit, another process's write, the call's
+own -- forces the next listing.
+
+Sound by construction where inotify sees a change: writes through the folder (editors, ``git``,
+``sync``, another ``korg-recall``), renames, deletes, metadata. Not seen, and so not guaranteed
+to be taken in until something else happens in the folder: a write through a hard link made in
+another folder, and writes through ``mmap``. Anything inotify reports it cannot vouch for
+(a queue overflow, a folder going away) drops every clean mark. Without inotify (not Linux, or
+the per-user watch limit reached) nothing is ever skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import struct
+from pathlib import Path
+
+__all__ = ["MirrorWatch"]
+
+IN_MODIFY = 0x2
+IN_ATTRIB = 0x4
+IN_CLOSE_WRITE = 0x8
+IN_MOVED_FROM = 0x40
+IN_MOVED_TO = 0x80
+IN_CREATE = 0x100
+IN_DELETE = 0x200
+IN_DELETE_SELF = 0x400
+IN_MOVE_SELF = 0x800
+IN_Q_OVERFLOW = 0x4000
+IN_IGNORED = 0x8000
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
+IN_ISDIR = 0x40000000
+MASK = (
+    IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
+    | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
+)  # fmt: skip
+_EVENT = struct.Struct("iIII")
+MAX_FOLDERS = 4096
+"""Folders watched at most (the mirror has one per scope: the user's and one per project)."""
+DEPTH = 2
+"""``memories/`` → ``project/`` → ``<project>/``: the deepest scope folder."""
+REPORT_MAX = 3000
+"""Bytes a report line may have: under ``PIPE_BUF``, so children's lines never interleave."""
+
+
+class _Inotify:
+    """The three calls of libc's inotify, through ctypes (the standard library has no binding)."""
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        self._init = libc.inotify_init1
+        self._add = libc.inotify_add_watch
+        self._add.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        self.fd = self._init(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+
+    def add(self, folder: str) -> int:
+        wd = int(self._add(self.fd, os.fsencode(folder), MASK))
+        if wd < 0:
+            raise OSError(ctypes.get_errno(), f"inotify_add_watch {folder} failed")
+        return wd
+
+    def events(self) -> list[tuple[int, int, str]]:
+        """``(wd, mask, name)`` of every pending event (none: an empty list)."""
+        out: list[tuple[int, int, str]] = []
+        while True:
+            try:
+                data = os.read(self.fd, 64 * 1024)
+            except BlockingIOError:
+                return out
+            if not data:
+                return out
+            at = 0
+            while at + _EVENT.size <= len(data):
+                wd, mask, _cookie, size = _EVENT.unpack_from(data, at)
+                raw = data[at + _EVENT.size : at + _EVENT.size + size]
+                out.append((wd, mask, os.fsdecode(raw.rstrip(b"\0"))))
+                at += _EVENT.size + size
+
+
+class MirrorWatch:
+    """The parent's side: watches, generations, clean marks; :meth:`child` is a call's view."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = os.path.realpath(root)
+        self.wds: dict[int, str] = {}
+        self.folders: dict[str, int] = {}
+        self.generation: dict[str, int] = {}
+        self.clean: dict[str, int] = {}
+        self.skipped = 0
+        self.failed: str | None = None
+        self.report_r, self.report_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            self.inotify: _Inotify | None = _Inotify()
+        except (OSError, AttributeError) as exc:  # not Linux, or no inotify left for this user
+            self.inotify = None
+            self.failed = str(exc)
+        self._watch_tree(self.root, 0)
+
+    @property
+    def fds(self) -> list[int]:
+        """What the parent's loop waits on besides the socket."""
+        return [self.report_r] + ([self.inotify.fd] if self.inotify is not None else [])
+
+    def _bump(self, folder: str) -> None:
+        self.generation[folder] = self.generation.get(folder, 0) + 1
+
+    def _watch_tree(self, folder: str, depth: int) -> None:
+        if self.inotify is None or folder in self.folders or len(self.folders) >= MAX_FOLDERS:
+            return
+        try:
+            wd = self.inotify.add(folder)
+        except OSError:
+            return  # gone, a link, or no watch left: its scans are never skipped
+        self.wds[wd] = folder
+        self.folders[folder] = wd
+        self._bump(folder)  # watched from now: only a scan begun after this can mark it clean
+        if depth >= DEPTH:
+            return
+        try:
+            with os.scandir(folder) as entries:
+                subs = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return
+        for sub in sorted(subs):
+            self._watch_tree(sub, depth + 1)
+
+    def _depth(self, folder: str) -> int:
+        rel = os.path.relpath(folder, self.root)
+        return 0 if rel == "." else rel.count(os.sep) + 1
+
+    def _forget_all(self) -> None:
+        self.clean.clear()
+        for folder in self.generation:
+            self._bump(folder)
+
+    def drain(self) -> None:
+        """Take in every pending event and report: call before each fork."""
+        if self.inotify is not None:
+            if self.root not in self.folders and os.path.isdir(self.root):
+                self._watch_tree(self.root, 0)  # the mirror was made after the engine started
+            for wd, mask, name in self.inotify.events():
+                if mask & IN_Q_OVERFLOW:
+                    self._forget_all()
+                    continue
+                folder = self.wds.get(wd)
+                if folder is None:
+                    continue
+                self._bump(folder)
+                self.clean.pop(folder, None)
+                if mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
+                    self.wds.pop(wd, None)
+                    self.folders.pop(folder, None)
+                elif mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO) and name:
+                    sub = os.path.join(folder, name)
+                    self._watch_tree(sub, self._depth(sub))
+        self._read_reports()
+
+    def _read_reports(self) -> None:
+        data = b""
+        while True:
+            try:
+                chunk = os.read(self.report_r, 64 * 1024)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        for line in data.decode("utf-8", "surrogateescape").splitlines():
+            kind, _, rest = line.partition(" ")
+            if kind == "skipped":
+                self.skipped += 1
+            elif kind == "clean":
+                number, _, folder = rest.partition(" ")
+                if number.isdigit() and folder in self.folders and self.generation.get(folder) == int(number):
+                    self.clean[folder] = int(number)
+
+    def child(self) -> ChildView:
+        """The view a forked call installs (:func:`korg_bridge.recall.memory.mirror.watched.install`)."""
+        return ChildView(dict(self.generation), dict(self.clean), set(self.folders), self.report_w)
+
+    def status(self) -> dict[str, object]:
+        return {
+            "watching": self.inotify is not None,
+            "folders": len(self.folders),
+            "clean": len(self.clean),
+            "skipped": self.skipped,
+            **({"unavailable": self.failed} if self.failed else {}),
+        }
+
+
+class ChildView:
+    """A call's copy of the generations and clean marks as they were when it was forked."""
+
+    def __init__(
+        self, generation: dict[str, int], clean: dict[str, int], watched: set[str], report: int
+    ) -> None:
+        self.generation = generation
+        self.clean = clean
+        self.watched = watched
+        self.report = report
+
+    def unchanged(self, folder: str) -> bool:
+        key = os.path.realpath(folder)
+        same = key in self.clean and self.clean[key] == self.generation.get(key)
+        if same:
+            self._send(f"skipped {key}\n")
+        return same
+
+    def in_line(self, folder: str) -> None:
+        key = os.path.realpath(folder)
+        if key in self.watched:
+            self._send(f"clean {self.generation[key]} {key}\n")
+
+    def _send(self, line: str) -> None:
+        data = line.encode("utf-8", "surrogateescape")
+        if len(data) > REPORT_MAX:
+            return
+        with contextlib.suppress(OSError):  # the pipe full (a slow parent) or gone: the next call lists
+            os.write(self.report, data)

@@ -37,6 +37,7 @@ from korg_bridge.recall.sync.replicate import Applied, apply_records, export_cha
 from korg_bridge.recall.sync.state import (
     FORMAT_VERSION,
     SyncConfig,
+    last_background_run,
     load_config,
     locked,
     save_config,
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from korg_bridge.recall.memory.committed import Touched
     from korg_bridge.recall.memory.scopes import Context
 
-__all__ = ["init", "status", "sync"]
+__all__ = ["configure", "init", "status", "sync"]
 
 
 def _refuse_team_store(env: Mapping[str, str]) -> Path:
@@ -458,7 +459,31 @@ def status(env: Mapping[str, str], *, show_key: bool) -> dict[str, Any]:
         "records_sent": sent,
         "peers": peers,
         "conflicts": conflicts,
+        "on_session_start": config.on_session_start,
     }
+    background = last_background_run(env)
+    if background is not None:
+        result["last_background_sync"] = background
     if show_key:
         result["join_key"] = keys.join_key()
     return result
+
+
+def configure(env: Mapping[str, str], *, on_session_start: bool | None) -> dict[str, Any]:
+    """Change the settings given (None: leave it), and show them all.
+
+    Raises:
+        ConfigError: not set up, or its config cannot be read or written.
+        DependencyMissing: ``cryptography`` is missing (as for every sync command).
+    """
+    require_crypto()
+    config = load_config(env)
+    if on_session_start is not None and on_session_start != config.on_session_start:
+        config.on_session_start = on_session_start
+        save_config(env, config)
+    return {
+        "machine": config.machine,
+        "remote": config.remote,
+        "on_session_start": config.on_session_start,
+        "projects": config.projects,
+    }

@@ -53,12 +53,12 @@ def _enabled(env: Mapping[str, str]) -> bool:
     """Sync is set up here, its ``on_session_start`` setting is on, background processes are allowed."""
     from korg_bridge.config import background
 
-    if not (sync_dir(env) / "config.json").is_file():
-        return False  # a stat: the hook of a machine that never syncs pays nothing more
     try:
+        if not (sync_dir(env) / "config.json").is_file():
+            return False  # a stat: the hook of a machine that never syncs pays nothing more
         return background(env) and load_config(env).on_session_start
-    except KorgError:
-        return False
+    except (KorgError, OSError):
+        return False  # a setting the hook cannot read starts nothing; `sync status` says what is wrong
 
 
 def on_session_start(env: Mapping[str, str]) -> str:

@@ -91,7 +91,7 @@ def test_korg_bridge_korg_recall_starts_with_one_line() -> None:
     assert run.returncode == 0
     assert run.stderr.count("\n") == 1, run.stderr
     assert run.stderr.startswith("korg-bridge: serving ")
-    assert "tools of korg-recall (11 callables are command-line only); allowed side effects:" in run.stderr
+    assert "tools of korg-recall (12 callables are command-line only); allowed side effects:" in run.stderr
     assert "WARNING" not in run.stderr
 
 

@@ -28,6 +28,12 @@ def context_cmd(args: dict[str, Any]) -> int:
         if text:
             payload = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
             sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        # After the brief, which stays the store as it was: a machine that syncs brings in the other
+        # machines' memories in the background, for the next session (sync/background.py).
+        from korg_bridge.recall.sync.background import on_session_start
+
+        on_session_start(env)
         return 0
     sys.stdout.write(text or "korg-recall: nothing remembered for this project yet.\n")
     return 0

@@ -11,6 +11,9 @@ it prints to its context (``hookSpecificOutput.additionalContext``):
 * **Codex**: ``hooks.json`` (``$CODEX_HOME`` or ``.codex/`` at the git root), the
   same shape; Codex runs a new hook only once it is trusted (``/hooks``).
 
+On a machine where sync is set up, the same command also starts a background sync once the brief
+is printed (:mod:`korg_bridge.recall.sync.background`): nothing here changes for it.
+
 The file is the user's, so: everything else in it stays byte for byte
 (:mod:`.json_splice` inserts one array element, or the one member that is
 missing, in the file's own indentation); a copy of it is kept first (under

@@ -1,4 +1,4 @@
-"""``korg-recall sync``, ``sync init`` and ``sync status``: command line only.
+"""``korg-recall sync``, ``sync init``, ``sync status`` and ``sync config``: command line only.
 
 They are a person's acts (or the session-start hook's, or a timer's): no tool schema offers them,
 so no model can point a store at a remote, read the join key, or push memories off the machine.
@@ -46,6 +46,21 @@ STATUS_FLAGS: dict[str, Any] = {
 }
 
 
+CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "on_session_start": {
+            "type": "string",
+            "enum": ["on", "off"],
+            "description": (
+                "Whether the session-start hook (`korg-recall context --hook`) starts a sync in the background "
+                "(default on once sync is set up). Leave it out to show the settings."
+            ),
+        },
+    },
+}
+
+
 def _print(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
@@ -72,6 +87,14 @@ def status_cmd(args: dict[str, Any]) -> int:
     from korg_bridge.recall.sync.steps import status
 
     _print(status(os.environ, show_key=bool(args.get("key"))))
+    return 0
+
+
+def config_cmd(args: dict[str, Any]) -> int:
+    from korg_bridge.recall.sync.steps import configure
+
+    choice = args.get("on_session_start")
+    _print(configure(os.environ, on_session_start=None if choice is None else choice == "on"))
     return 0
 
 
@@ -109,3 +132,14 @@ def register(kit: Toolkit) -> None:
         surfaces=["cli"],
         cli_properties=STATUS_FLAGS,
     )(status_cmd)
+    kit.command(
+        "korg-recall.sync.config",
+        description=(
+            "Show or change this machine's sync settings: whether the session-start hook syncs in the background "
+            "(--on-session-start on|off)."
+        ),
+        input_schema=CONFIG_SCHEMA,
+        side_effects="fs_write",
+        output_mode="envelope",
+        surfaces=["cli"],
+    )(config_cmd)

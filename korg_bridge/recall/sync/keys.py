@@ -63,7 +63,7 @@ def require_crypto() -> Any:
     """
     try:
         from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-    except ImportError as exc:  # pragma: no cover - the test venv has every extra
+    except ImportError as exc:  # tested in a child that cannot import it (test_sync_without_cryptography)
         raise DependencyMissing(
             "sync needs the cryptography package. Install it with: pip install 'korg-bridge[sync]'"
         ) from exc

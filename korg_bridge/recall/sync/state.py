@@ -24,9 +24,12 @@ from korg_bridge.errors import ConfigError, KorgError
 from korg_bridge.recall.paths import data_dir
 
 __all__ = [
+    "BACKGROUND_NAME",
     "FORMAT_VERSION",
     "LOCK_WAIT_S",
     "SyncConfig",
+    "held",
+    "last_background_run",
     "load_config",
     "locked",
     "machine_id_of",
@@ -38,6 +41,8 @@ FORMAT_VERSION = 1
 """The remote layout this version writes and reads (``korg-sync/v1/FORMAT``)."""
 LOCK_WAIT_S = 60.0
 """How long a sync waits for another sync of this machine: longer than a first sync of 10k memories."""
+BACKGROUND_NAME = "background.json"
+"""The last background sync's record (:mod:`.background`), beside the config."""
 _MACHINE = re.compile(r"^[a-z0-9]{12}$")
 
 
@@ -52,6 +57,9 @@ class SyncConfig:
     format: int = FORMAT_VERSION
     projects: dict[str, str] = field(default_factory=dict)
     """Explicit project mapping: normalised git remote URL (or a name) -> this machine's project root."""
+    on_session_start: bool = True
+    """Whether the session-start hook starts a background sync (:mod:`.background`): on once sync is
+    set up, since a person who syncs expects a new session to know what the other machines learnt."""
 
     @staticmethod
     def new_machine_id() -> str:
@@ -63,6 +71,7 @@ class SyncConfig:
             "remote": self.remote,
             "format": self.format,
             "projects": self.projects,
+            "on_session_start": self.on_session_start,
         }
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
@@ -78,6 +87,7 @@ def load_config(env: Mapping[str, str]) -> SyncConfig:
             remote=str(data["remote"]),
             format=int(data.get("format", FORMAT_VERSION)),
             projects={str(k): str(v) for k, v in dict(data.get("projects") or {}).items()},
+            on_session_start=data.get("on_session_start", True) is not False,
         )
     except FileNotFoundError:
         raise ConfigError(
@@ -151,3 +161,29 @@ def locked(env: Mapping[str, str]) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def held(env: Mapping[str, str]) -> bool:
+    """True while a sync of this machine holds ``sync/lock`` (a look, never a wait)."""
+    from korg_bridge._fs.safe_read import READ_FLAGS
+
+    try:
+        fd = os.open(sync_dir(env) / "lock", READ_FLAGS)  # never created here, and a FIFO cannot block
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def last_background_run(env: Mapping[str, str]) -> dict[str, Any] | None:
+    """The last background sync's record (``sync/background.json``), or None."""
+    try:
+        value = json.loads((sync_dir(env) / BACKGROUND_NAME).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None

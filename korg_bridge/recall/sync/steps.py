@@ -7,8 +7,9 @@ One sync:
 3. open the other machines' keyrings, verify every other machine's file from where it was last
    applied (a file altered, truncated or replayed stops here: nothing applied);
 4. **one store transaction**: this machine's changes become records (:func:`.replicate.export_changes`),
-   the others' records are applied (:func:`.replicate.apply_records`) and the point reached in
-   each machine's file is recorded -- all of it commits, or none of it;
+   the others' records are applied (:func:`.replicate.apply_records`), exact repeats they bring
+   are made one memory (:func:`.repeats.merge_repeats`, whose changes are exported at once) and the
+   point reached in each machine's file is recorded -- all of it commits, or none of it;
 5. after commit: finish the purges (VACUUM), destroy their data keys and move to the next
    epoch; the mirror, the operation log and Claude Code write-back follow as after any write;
 6. push this machine's file and keyring (regenerated from the store, so a push cut short is
@@ -31,10 +32,12 @@ from korg_bridge.recall.paths import MIRROR_NAME, expand, store_location
 from korg_bridge.recall.sync.keys import Keys, load_keys, require_crypto, save_keys
 from korg_bridge.recall.sync.projects import ProjectMap
 from korg_bridge.recall.sync.remote import Remote, is_git_remote, open_remote
+from korg_bridge.recall.sync.repeats import merge_repeats
 from korg_bridge.recall.sync.replicate import Applied, apply_records, export_changes, watch_changes
 from korg_bridge.recall.sync.state import (
     FORMAT_VERSION,
     SyncConfig,
+    last_background_run,
     load_config,
     locked,
     save_config,
@@ -61,7 +64,7 @@ if TYPE_CHECKING:
     from korg_bridge.recall.memory.committed import Touched
     from korg_bridge.recall.memory.scopes import Context
 
-__all__ = ["init", "status", "sync"]
+__all__ = ["configure", "init", "status", "sync"]
 
 
 def _refuse_team_store(env: Mapping[str, str]) -> Path:
@@ -268,6 +271,18 @@ def sync(env: Mapping[str, str], ctx: Context) -> dict[str, Any]:
                 conn, machine=config.machine, keys=keys, pmap=pmap, genesis=genesis(config.machine)
             )
             applied = apply_records(conn, records, keys=keys, pmap=pmap, mirror_root=root, now=iso(ctx.now))
+            merged = merge_repeats(
+                conn,
+                applied.touched - set(applied.purged),
+                machine=config.machine,
+                actor=ctx.actor,
+                now=iso(ctx.now),
+            )
+            if merged:  # the merge's changes go out in this sync, after everything it saw
+                applied.touched.update(i for m in merged for i in (m.kept, m.retired))
+                out.written += export_changes(
+                    conn, machine=config.machine, keys=keys, pmap=pmap, genesis=genesis(config.machine)
+                ).written
             conn.executemany(
                 "INSERT INTO sync_peers (machine, seq, hash, start, stop) VALUES (?, ?, ?, ?, ?) ON CONFLICT (machine) "
                 "DO UPDATE SET seq = excluded.seq, hash = excluded.hash, start = excluded.start, stop = excluded.stop",
@@ -284,6 +299,7 @@ def sync(env: Mapping[str, str], ctx: Context) -> dict[str, Any]:
                         "sent": out.written,
                         "applied": applied.count,
                         "purged": applied.purged,
+                        "merged": [m.to_dict() for m in merged],
                     },
                     now=ctx.now,
                 )
@@ -315,6 +331,8 @@ def sync(env: Mapping[str, str], ctx: Context) -> dict[str, Any]:
         "pushed": pushed,
         "epoch": keys.epoch,
     }
+    if merged:
+        result["merged"] = [m.to_dict() for m in merged]
     if applied.waiting:
         result["waiting"] = applied.waiting
     if checks:
@@ -441,7 +459,31 @@ def status(env: Mapping[str, str], *, show_key: bool) -> dict[str, Any]:
         "records_sent": sent,
         "peers": peers,
         "conflicts": conflicts,
+        "on_session_start": config.on_session_start,
     }
+    background = last_background_run(env)
+    if background is not None:
+        result["last_background_sync"] = background
     if show_key:
         result["join_key"] = keys.join_key()
     return result
+
+
+def configure(env: Mapping[str, str], *, on_session_start: bool | None) -> dict[str, Any]:
+    """Change the settings given (None: leave it), and show them all.
+
+    Raises:
+        ConfigError: not set up, or its config cannot be read or written.
+        DependencyMissing: ``cryptography`` is missing (as for every sync command).
+    """
+    require_crypto()
+    config = load_config(env)
+    if on_session_start is not None and on_session_start != config.on_session_start:
+        config.on_session_start = on_session_start
+        save_config(env, config)
+    return {
+        "machine": config.machine,
+        "remote": config.remote,
+        "on_session_start": config.on_session_start,
+        "projects": config.projects,
+    }

@@ -767,6 +767,7 @@ def test_introspect_validates_against_the_bridge_contract(document: dict[str, An
             "korg-recall.sync",
             "korg-recall.sync.init",
             "korg-recall.sync.status",
+            "korg-recall.sync.config",
             "korg-recall.serve",
             "korg-recall.engine",
         )

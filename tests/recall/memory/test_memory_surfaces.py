@@ -102,6 +102,7 @@ def test_korg_recall_serves_four_memory_tools_and_keeps_approval_restore_export_
             "sync",
             "sync.init",
             "sync.status",
+            "sync.config",
             "serve",
             "engine",
         )

@@ -10,6 +10,7 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,6 +65,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     factory = getattr(session.config, "_tmp_path_factory", None)
     if ENGINES and factory is not None:
         _ANSWERED.append(sweep(factory.getbasetemp()))
+    output = getattr(session.config, "workeroutput", None)
+    if ENGINES and output is not None:  # an xdist worker: its count goes to the controller
+        output["engine_answered"] = sum(_ANSWERED)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist's controller: a worker's count of calls engines answered."""
+    if ENGINES:
+        _ANSWERED.append(int((getattr(node, "workeroutput", None) or {}).get("engine_answered", 0)))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

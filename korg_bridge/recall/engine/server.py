@@ -67,6 +67,8 @@ DRAIN_S = 60.0
 BACKLOG = 64
 """Connections the kernel queues while every child slot is taken."""
 TICK_S = 1.0
+VECTORS_EVERY_S = 1.0
+"""The most often the engine reads the history vectors written since (a listing, then the new chunks)."""
 """The longest the parent sleeps between looks at its children and the idle clock."""
 PRELOAD = (
     "korg_bridge.recall",
@@ -120,10 +122,12 @@ def preload(env: Mapping[str, str]) -> list[str]:
     for optional in ("sqlite3", "psycopg"):
         with contextlib.suppress(ImportError):
             importlib.import_module(optional)
+    from korg_bridge.recall.memory.safety import injection_signs
     from korg_bridge.redact.rules import RULES
 
-    for rule in RULES:  # the secret patterns compile lazily: once here, not in every call
+    for rule in RULES:  # patterns that compile lazily (40 ms for the injection signs) do it here, once
         getattr(rule.pattern, "compiled", None)
+    injection_signs("warm up")
     from korg_bridge.recall.semantic.model import model_available
 
     if model_available(env):
@@ -136,6 +140,31 @@ def preload(env: Mapping[str, str]) -> list[str]:
         except KorgError as exc:
             logger.warning("korg-recall: engine: the model stays unloaded: %s", exc.message)
     return loaded
+
+
+class _Vectors:
+    """The history vectors the engine keeps for its children (:mod:`~korg_bridge.recall.semantic.
+    resident`), loaded before serving and again, at most every :data:`VECTORS_EVERY_S`, after a call."""
+
+    def __init__(self, index: Path, model_id: str, dim: int) -> None:
+        self.index, self.model_id, self.dim = index, model_id, dim
+        self.loaded_at = 0.0
+        self.warned = False
+
+    def refresh(self, *, now: bool = False) -> None:
+        from korg_bridge.recall.history.index import Index
+        from korg_bridge.recall.semantic.vectors import keep_resident
+
+        if not now and time.monotonic() - self.loaded_at < VECTORS_EVERY_S:
+            return
+        self.loaded_at = time.monotonic()
+        try:
+            with Index(self.index) as index:  # opened and closed here: no fork happens while it is open
+                keep_resident(index, self.model_id, self.dim)
+        except (KorgError, OSError) as exc:  # the children read the vectors from the index, as before
+            if not self.warned:
+                self.warned = True
+                logger.warning("korg-recall: engine: history vectors not kept in memory: %s", exc)
 
 
 class _Lock:
@@ -210,6 +239,7 @@ class Engine:
         self.where = where
         self.identity = identity
         self.watch = watch
+        self.vectors: _Vectors | None = None
         self.idle_s = idle_s
         self.children: set[int] = set()
         self.calls = 0
@@ -259,6 +289,8 @@ class Engine:
         self.children.add(pid)
         self.calls += 1
         self.last = time.monotonic()
+        if self.vectors is not None:
+            self.vectors.refresh()  # after the fork: the call runs meanwhile; the next one gains
 
     def loop(self, listener: socket.socket, lock_fd: int) -> None:
         self.last = time.monotonic()  # idle from the moment it listens, not from before the preload
@@ -361,6 +393,7 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
     try:
         started = time.monotonic()
         models = preload(env)
+        engine.vectors = _kept_vectors(env, index, models)
         # Everything loaded so far lives as long as the engine: out of the collector's sight, a
         # child's collections never walk (and so never copy) the pages it shares with the parent.
         gc.collect()
@@ -396,6 +429,18 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
         os.close(lock.fd)
     sys.stderr.write(f"korg-recall: engine stopped after {engine.calls} call(s).\n")
     return 0
+
+
+def _kept_vectors(env: Mapping[str, str], index: Path, models: list[str]) -> _Vectors | None:
+    """The history vectors of the loaded model, kept for the children (none without a model)."""
+    if not models:
+        return None
+    from korg_bridge.recall.semantic.modes import shared_embedder
+
+    embedder = shared_embedder(env)
+    vectors = _Vectors(index, embedder.model_id, embedder.dim)
+    vectors.refresh(now=True)
+    return vectors
 
 
 def _mirror_watch(store: str) -> MirrorWatch | None:

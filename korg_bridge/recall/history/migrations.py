@@ -247,6 +247,18 @@ MIGRATIONS: list[Migration] = [
             "CREATE INDEX vector_chunks_coverage ON vector_chunks(model_id, dim, events)",
         ),
     ),
+    (
+        "m011_chunk_stamps",
+        (
+            # A fresh random stamp on every chunk written (korg_bridge.recall.semantic.vectors): a
+            # resident engine keeps chunks in memory and reuses one only while its stamp is the
+            # same. An id is no identity: the open chunk is deleted and inserted again, and SQLite
+            # hands the freed largest id out again. Listed from the index, never the rows.
+            "ALTER TABLE vector_chunks ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0",
+            "UPDATE vector_chunks SET stamp = random()",
+            "CREATE INDEX vector_chunks_stamps ON vector_chunks(model_id, dim, stamp)",
+        ),
+    ),
 ]
 
 

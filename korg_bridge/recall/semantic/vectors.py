@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.recall.history.index import Index
+from korg_bridge.recall.semantic import resident
 
 if TYPE_CHECKING:
     import numpy
@@ -55,6 +56,7 @@ __all__ = [
     "coverage",
     "drop_stale",
     "embedded_ids",
+    "keep_resident",
     "missing_ids",
     "similarities",
 ]
@@ -193,7 +195,8 @@ def drop_stale(index: Index) -> int:
             keep = ~gone
             matrix = np.frombuffer(vectors, dtype=FLOATS).reshape(-1, dim)[keep]
             conn.execute(
-                "UPDATE vector_chunks SET count = ?, events = ?, ids = ?, vectors = ? WHERE id = ?",
+                "UPDATE vector_chunks SET count = ?, events = ?, ids = ?, vectors = ?, stamp = random() "
+                "WHERE id = ?",
                 (
                     int(keep.sum()),
                     len(np.unique(ids[keep])),
@@ -229,7 +232,8 @@ def append(
     for start in range(0, len(ids), CHUNK_ROWS):
         part = ids[start : start + CHUNK_ROWS]
         conn.execute(
-            "INSERT INTO vector_chunks (model_id, dim, count, events, ids, vectors) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO vector_chunks (model_id, dim, count, events, ids, vectors, stamp)"
+            " VALUES (?, ?, ?, ?, ?, ?, random())",
             (
                 model_id,
                 dim,
@@ -256,6 +260,97 @@ def best_per_event(
     return ids[starts], np.maximum.reduceat(sims, starts)
 
 
+def keep_resident(index: Index, model_id: str, dim: int) -> int:
+    """Load (again) the model's chunks of ``index`` into :mod:`.resident`, within its budget; how
+    many chunks were read now.
+
+    Only chunks whose stamp changed, or that are new, are read: after a call that embedded a few
+    events this is one or two BLOBs. A resident engine calls it between forks, never a child.
+
+    Raises:
+        KorgError: the index cannot be read.
+    """
+    import numpy as np
+
+    old = resident.chunks(index, model_id, dim) or {}
+
+    def load(conn: sqlite3.Connection) -> dict[int, resident.Chunk]:
+        listed = conn.execute(
+            "SELECT id, stamp FROM vector_chunks WHERE model_id = ? AND dim = ? ORDER BY id", (model_id, dim)
+        ).fetchall()
+        kept: dict[int, resident.Chunk] = {}
+        size = 0
+        for chunk_id, stamp in listed:
+            known = old.get(chunk_id)
+            if known is None or known.stamp != stamp:
+                row = conn.execute(
+                    "SELECT count, ids, vectors, stamp FROM vector_chunks WHERE id = ?", (chunk_id,)
+                ).fetchone()
+                if row is None or len(row[1]) != 8 * row[0] or len(row[2]) != 4 * dim * row[0]:
+                    continue
+                known = resident.Chunk(
+                    int(row[3]),
+                    np.frombuffer(row[1], dtype=IDS).astype(np.int64),  # copies: the BLOB is freed
+                    np.frombuffer(row[2], dtype=FLOATS).reshape(int(row[0]), dim).copy(),
+                )
+            if size + known.vectors.nbytes > resident.BUDGET_BYTES:
+                continue
+            kept[chunk_id] = known
+            size += known.vectors.nbytes
+        return kept
+
+    fresh = index.read(load)
+    resident.replace(index, model_id, dim, fresh)
+    return sum(1 for chunk_id, chunk in fresh.items() if old.get(chunk_id) is not chunk)
+
+
+def _chunks(
+    conn: sqlite3.Connection, model_id: str, dim: int, kept: dict[int, resident.Chunk] | None
+) -> Iterator[tuple[NDArray[numpy.int64], NDArray[numpy.float32]]]:
+    """Each chunk's event ids and vectors, in storage order, one at a time (never all at once):
+    from the BLOBs (a fresh process), or the copies a resident engine ``kept`` unless a chunk was
+    written since (its stamp moved)."""
+    import numpy as np
+
+    rows: Iterator[Any] = (
+        conn.execute(
+            "SELECT count, ids, vectors FROM vector_chunks WHERE model_id = ? AND dim = ? ORDER BY id",
+            (model_id, dim),
+        )
+        if kept is None
+        else _unkept(conn, model_id, dim, kept)
+    )
+    for item in rows:
+        if isinstance(item, resident.Chunk):
+            yield item.ids, item.vectors
+            continue
+        count, ids, vectors = item
+        if len(ids) != 8 * count or len(vectors) != 4 * dim * count:
+            logger.warning("skipping a malformed vector chunk of model %s", model_id)
+            continue
+        matrix = np.frombuffer(vectors, dtype=FLOATS).reshape(count, dim)
+        yield np.frombuffer(ids, dtype=IDS).astype(np.int64, copy=False), matrix
+
+
+def _unkept(
+    conn: sqlite3.Connection, model_id: str, dim: int, kept: dict[int, resident.Chunk]
+) -> Iterator[Any]:
+    """The kept chunk where its stamp is still the one loaded, else the row itself."""
+    listed = conn.execute(  # from an index: no BLOB is read
+        "SELECT id, stamp FROM vector_chunks WHERE model_id = ? AND dim = ? ORDER BY id", (model_id, dim)
+    ).fetchall()
+    for chunk_id, stamp in listed:
+        known = kept.get(chunk_id)
+        if known is not None and known.stamp == stamp:
+            yield known
+            continue
+        row = conn.execute(
+            "SELECT count, ids, vectors FROM vector_chunks WHERE id = ?", (chunk_id,)
+        ).fetchone()
+        if row is not None:
+            yield row
+
+
 def similarities(
     index: Index, model_id: str, dim: int, query: NDArray[numpy.float32]
 ) -> tuple[NDArray[numpy.int64], NDArray[numpy.float32]]:
@@ -268,20 +363,23 @@ def similarities(
 
     q = np.ascontiguousarray(query, dtype=np.float32)
 
+    kept = resident.chunks(index, model_id, dim)
+
     def scan(conn: sqlite3.Connection) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
         conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         id_parts: list[NDArray[np.int64]] = []
         sim_parts: list[NDArray[np.float32]] = []
-        for count, ids, vectors in conn.execute(
-            "SELECT count, ids, vectors FROM vector_chunks WHERE model_id = ? AND dim = ? ORDER BY id",
-            (model_id, dim),
-        ):
-            if len(ids) != 8 * count or len(vectors) != 4 * dim * count:
-                logger.warning("skipping a malformed vector chunk of model %s", model_id)
-                continue
-            id_parts.append(np.frombuffer(ids, dtype=IDS).astype(np.int64, copy=False))
-            sim_parts.append(np.frombuffer(vectors, dtype=FLOATS).reshape(count, dim) @ q)
-        stale = [row[0] for row in conn.execute("SELECT event_id FROM vector_stale")]
+        began = not conn.in_transaction
+        if began:
+            conn.execute("BEGIN")  # one snapshot for a listing and the chunks read after it
+        try:
+            for ids, vectors in _chunks(conn, model_id, dim, kept):
+                id_parts.append(ids)
+                sim_parts.append(vectors @ q)
+            stale = [row[0] for row in conn.execute("SELECT event_id FROM vector_stale")]
+        finally:
+            if began:
+                conn.execute("COMMIT")
         if not id_parts:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         ids_all, sims_all = best_per_event(

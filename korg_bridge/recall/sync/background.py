@@ -81,7 +81,7 @@ def on_session_start(env: Mapping[str, str]) -> str:
             os.POSIX_SPAWN_OPEN,
             2,
             os.devnull if too_big else str(log),
-            os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,  # a link there is not followed
             0o600,
         ),
     ]
@@ -129,6 +129,12 @@ def main() -> int:
         sys.stderr.write(f"{iso()} korg-recall sync (session start): error: {exc}\n")
         _record(folder, record)
         return exc.exit_code
+    except Exception as exc:  # a defect: recorded in one line, never left "running"
+        why = f"internal error ({type(exc).__name__}); run `korg-recall sync` by hand to see it"
+        record.update(finished_at=iso(), outcome="failed", error=why, exit_code=1)
+        sys.stderr.write(f"{iso()} korg-recall sync (session start): error: {why}\n")
+        _record(folder, record)
+        return 1
     summary = {name: result[name] for name in ("applied", "sent", "conflicts", "purged") if name in result}
     record.update(finished_at=iso(), outcome="synced", **summary)
     _record(folder, record)

@@ -96,7 +96,7 @@ def test_the_window_migration_follows_the_others_and_counts_events_per_chunk(tmp
     finally:
         conn.close()
     assert {"vector_chunks", "vector_stale", "events_vector_text", "events_vector_delete"} <= tables
-    assert columns == ["id", "model_id", "dim", "count", "ids", "vectors", "events"]
+    assert columns == ["id", "model_id", "dim", "count", "ids", "vectors", "events", "stamp"]
 
 
 def test_upgrading_drops_vectors_of_the_old_form(tmp_path: Path) -> None:

@@ -78,16 +78,21 @@ class SqliteVectors:
     def cosines(
         self, tx: Tx, scope: str, model_id: str, dim: int, vector: Any, limit: int
     ) -> dict[str, float]:
-        # Every head of the scope: a scope holds a few thousand at most, one dot product each.
+        # Every head of the scope, one matrix product (a per-row dot product cost 11 ms at 10k).
         import numpy as np
 
+        query = np.asarray(vector, dtype=np.float32)
+        rows = [
+            (str(memory_id), blob)
+            for _rowid, memory_id, _title, _body, blob in tx.execute(_HEADS, (model_id, dim, scope))
+            if blob is not None and len(blob) == 4 * query.size
+        ]
         out: dict[str, float] = {}
-        for _rowid, memory_id, _title, _body, blob in tx.execute(_HEADS, (model_id, dim, scope)):
-            if blob is None:
-                continue
-            stored = np.frombuffer(blob, dtype=np.float32)
-            if stored.shape == vector.shape:
-                out[memory_id] = max(out.get(memory_id, -1.0), float(np.dot(stored, vector)))
+        if not rows or query.ndim != 1:
+            return out
+        sims = (_matrix([blob for _, blob in rows], query.size) @ query).tolist()
+        for (memory_id, _), sim in zip(rows, sims, strict=True):
+            out[memory_id] = max(out.get(memory_id, -1.0), float(sim))
         return out
 
     def coverage(self, tx: Tx, scopes: Sequence[str] | None, model_id: str, dim: int) -> tuple[int, int]:

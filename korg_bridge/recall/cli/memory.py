@@ -103,6 +103,13 @@ REVISE_SCHEMA: dict[str, Any] = {
             "minimum": 1,
             "description": "The version you read; if the memory moved on since, nothing is written.",
         },
+        "resolves": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 1},
+            "maxItems": 16,
+            "description": "A memory in conflict (two machines revised one version): every version in "
+            "it, as conflict_versions lists them, once you read them all; this revision replaces them.",
+        },
         "set": {
             "type": "object",
             "description": "Metadata to change: title, type, tags, pinned, key, valid_from, valid_until, expires_at.",

@@ -392,8 +392,15 @@ def detail(store: Store, env: Mapping[str, str], memory_id: str, now: float) -> 
     inbound: list[dict[str, Any]] = [{"id": v.id, "kind": "wiki", "title": v.title} for v in incoming]
     inbound += [{"id": a, "kind": kind, "title": None} for a, b, kind in similar if b == memory_id]
     shown = [v for v in versions if v.state != "purged"]
+    in_conflict = sorted(
+        v.version for v in versions if v.conflict and v.superseded_by is None and v.state == "live"
+    )
     return {
-        "current": {**_version_entry(current, now), "reviewed_at": last_reviewed(current)},
+        "current": {
+            **_version_entry(current, now),
+            "reviewed_at": last_reviewed(current),
+            "conflict_versions": in_conflict if len(in_conflict) > 1 else [],
+        },
         "versions": [_version_entry(v, now) for v in shown],
         "pending": None
         if proposal is None or proposal.version == current.version

@@ -336,6 +336,9 @@ async def memory_action(request: Request) -> Response:
                 args["reason"] = form["reason"].strip()
             if expected_version is not None:
                 args["expected_version"] = expected_version
+            named = [int(v) for v in form.get("resolves", "").split(",") if v.strip().isdigit()]
+            if named:  # the page named the versions in conflict the person saw
+                args["resolves"] = named
             result = await run_in_threadpool(console.revise, caller, args)
             done = "unchanged" if result.get("status") == "unchanged" else "revised"
         elif action == "pin":

@@ -7,7 +7,7 @@ stderr descriptors (passed with ``SCM_RIGHTS``), wrapped as the caller's Python 
 (encoding, errors, buffering). Logging handlers and signal dispositions are a fresh process's.
 No module keeps state that depends on these between calls -- every path resolver takes the
 environment as an argument, and the few ``lru_cache``\\ s are pure -- and every SQLite file or
-PostgreSQL connection is opened here, never inherited (the engine opens none).
+PostgreSQL connection is opened here, never inherited (the engine holds none across a fork).
 
 Checks come first: a request from another version, code fingerprint, index or store is
 refused and the front runs the call itself. Then ``accept`` (with whether the command writes)

@@ -3,7 +3,8 @@
 * **Fork per call.** A child runs exactly the code a fresh ``korg-recall`` runs (index refresh
   from the ledgers, Claude Code folder pickup, store reads), so freshness comes free; what the
   engine saves is the interpreter start, the imports and the model load. The parent stays
-  single-threaded and holds no database connection, so a fork copies nothing half-done: the
+  single-threaded and holds no database connection across a fork (it opens the index only to
+  refresh the vectors it keeps, and closes it before the next fork), so a fork copies nothing half-done: the
   model's onnxruntime session runs one thread per operator and no pool (its threads would not
   survive a fork), and the first query is embedded here so the child finds it warm.
 * **Where.** ``<index dir>/engine/`` (mode 0700): ``engine.sock`` (0600), ``engine.lock`` (an

@@ -97,7 +97,7 @@ class _Line:
 
 CONFLICT_NOTE = (
     "conflict: two machines revised this memory from the same version; both versions are kept and shown. "
-    "Revise it with the text that holds to resolve it on every machine."
+    "Revise it with the text that holds, naming every version in resolves, to resolve it on every machine."
 )
 
 

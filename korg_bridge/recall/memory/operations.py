@@ -38,7 +38,14 @@ from korg_bridge.recall.memory.mirror.readback import sync_mirror
 from korg_bridge.recall.memory.normalize import title_of
 from korg_bridge.recall.memory.projections import after_commit
 from korg_bridge.recall.memory.records import Version, check_id, derived_refusal, is_derived, iso, user_time
-from korg_bridge.recall.memory.rows import add_link, head, pending_proposal, supersede, update_head
+from korg_bridge.recall.memory.rows import (
+    add_link,
+    head,
+    pending_proposal,
+    select_versions,
+    supersede,
+    update_head,
+)
 from korg_bridge.recall.memory.scopes import Context
 from korg_bridge.recall.memory.write_policy import SCOPE_SOFT_CAP, decide
 from korg_bridge.recall.memory.writes import add_version, apply_decision, live_count
@@ -130,6 +137,36 @@ def _current(tx: Tx, memory_id: str) -> Version:
             f"memory {memory_id} was purged; it cannot be changed or restored. Remember it anew."
         )
     return current
+
+
+def _settles_conflict(tx: Tx, current: Version, named: Any) -> bool:
+    """Whether this revise settles a conflict: the memory is in one and ``resolves`` names every
+    version in it (a conflict is resolved only by someone who read both texts, never silently).
+
+    Raises:
+        UsageError: the memory is in conflict and ``resolves`` does not name exactly its versions,
+            or ``resolves`` is given for a memory that is in none.
+    """
+    heads = sorted(
+        version.version
+        for version in select_versions(
+            tx, "id = ? AND superseded_by IS NULL AND state = 'live' AND conflict = 1", (current.id,)
+        )
+    )
+    named_set = sorted({int(v) for v in named}) if isinstance(named, list) else None
+    if len(heads) > 1:
+        if named_set == heads:
+            return True
+        listed = " and ".join(str(v) for v in heads)
+        flags = " ".join(f"--resolves {v}" for v in heads)
+        raise UsageError(
+            f"{current.id} is in conflict: versions {listed} were written on two machines from one version. "
+            f"Read both (`korg-recall memories --ids {current.id}`), then revise it naming both: "
+            f"resolves={heads} ({flags})."
+        )
+    if named_set:
+        raise UsageError(f"{current.id} is not in conflict: revise it without resolves.")
+    return False
 
 
 def _new_body(current: Version, args: Mapping[str, Any]) -> str | None:
@@ -231,7 +268,9 @@ def revise(store: Store, ctx: Context, args: Mapping[str, Any]) -> dict[str, Any
         if is_derived(current):
             raise UsageError(derived_refusal(current))
         expected = args.get("expected_version")
-        if expected is not None and expected != current.version:
+        if _settles_conflict(conn, current, args.get("resolves")):
+            pass  # the versions named are the ones in conflict: any of them is a version read
+        elif expected is not None and expected != current.version:
             raise UsageError(
                 f"{memory_id} is at version {current.version}, not {expected}: it changed since you read it. "
                 f"Read it again with memories(ids=[{memory_id}]) and retry with expected_version={current.version}."

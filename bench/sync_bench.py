@@ -34,7 +34,7 @@ from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
 from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.rows import insert_versions
 from korg_bridge.recall.memory.scopes import Context
-from korg_bridge.recall.sync import engine
+from korg_bridge.recall.sync import steps
 from korg_bridge.recall.sync.canonical import canonical_export
 
 MEMORIES = 10_000
@@ -85,7 +85,7 @@ def _load(store_path: Path) -> None:
 
 def _timed(env: dict[str, str]) -> tuple[float, dict[str, object]]:
     started = time.perf_counter()
-    result = engine.sync(env, Context.from_env(env))
+    result = steps.sync(env, Context.from_env(env))
     return time.perf_counter() - started, result
 
 
@@ -101,9 +101,9 @@ def run(kind: str, root: Path) -> list[list[str]]:
     started = time.perf_counter()
     _load(store_a)
     load_s = time.perf_counter() - started
-    key = str(engine.init(a_env, remote, None)["join_key"])
+    key = str(steps.init(a_env, remote, None)["join_key"])
     a_first, sent = _timed(a_env)
-    engine.init(b_env, remote, key)
+    steps.init(b_env, remote, key)
     b_first, applied = _timed(b_env)
     b_noop = common.median([_timed(b_env)[0] for _ in range(5)])
     a_noop = common.median([_timed(a_env)[0] for _ in range(5)])

@@ -57,19 +57,9 @@ SCHEMA: dict[str, Any] = {
 
 
 def _lock_held(where: Path) -> bool:
-    import fcntl
+    from korg_bridge._fs.locks import lock_held
 
-    try:
-        fd = os.open(where / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return lock_held(where / LOCK_NAME)
 
 
 def _info(where: Path) -> dict[str, Any]:

@@ -50,7 +50,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from korg_bridge._fs.safe_read import READ_FLAGS
 from korg_bridge.config import ENV_RECALL_INDEX
 from korg_bridge.errors import KorgError
 
@@ -168,17 +167,9 @@ class Lock:
 
 def held(index_path: Path, *, lock_file: Path | None = None) -> bool:
     """True while some process holds the embedding lock (an indexer runs, or ``index`` embeds)."""
-    try:
-        fd = os.open(lock_file or lock_path(index_path), READ_FLAGS)  # a FIFO there must not block
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    from korg_bridge._fs.locks import lock_held
+
+    return lock_held(lock_file or lock_path(index_path))
 
 
 def _reap() -> None:

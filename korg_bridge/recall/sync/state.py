@@ -165,19 +165,9 @@ def locked(env: Mapping[str, str]) -> Iterator[None]:
 
 def held(env: Mapping[str, str]) -> bool:
     """True while a sync of this machine holds ``sync/lock`` (a look, never a wait)."""
-    from korg_bridge._fs.safe_read import READ_FLAGS
+    from korg_bridge._fs.locks import lock_held
 
-    try:
-        fd = os.open(sync_dir(env) / "lock", READ_FLAGS)  # never created here, and a FIFO cannot block
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return lock_held(sync_dir(env) / "lock")
 
 
 def last_background_run(env: Mapping[str, str]) -> dict[str, Any] | None:

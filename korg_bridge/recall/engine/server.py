@@ -68,9 +68,9 @@ DRAIN_S = 60.0
 BACKLOG = 64
 """Connections the kernel queues while every child slot is taken."""
 TICK_S = 1.0
+"""The longest the parent sleeps between looks at its children and the idle clock."""
 VECTORS_EVERY_S = 1.0
 """The most often the engine reads the history vectors written since (a listing, then the new chunks)."""
-"""The longest the parent sleeps between looks at its children and the idle clock."""
 PRELOAD = (
     "korg_bridge.recall",
     "korg_bridge.redact",

@@ -49,6 +49,10 @@ def test_the_same_text_remembered_on_both_machines_before_a_sync_becomes_one_mem
         sources = [str(entry["source"]) for entry in read["provenance"]]
         assert any("s-a" in text for text in sources) and any("s-b" in text for text in sources)
         assert len({entry["machine"] for entry in read["provenance"]}) == 2
+        # The mirror follows: one file holds the text, the kept memory's; the retired one's is gone.
+        mirror = machine.store.parent / "memories"
+        holding = [path.name for path in mirror.rglob("*.md") if TEXT in path.read_text(encoding="utf-8")]
+        assert len(holding) == 1 and kept in holding[0], holding
     assert canonical(a.store) == canonical(b.store)
     # Settled: more rounds change nothing, and a new repeat lands on the kept memory as on one machine.
     assert (a.sync()["sent"], b.sync()["sent"], a.sync()["applied"]) == (0, 0, 0)

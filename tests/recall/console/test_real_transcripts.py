@@ -5,9 +5,7 @@ link, and the REST routes beside them, answers without a server error."""
 
 from __future__ import annotations
 
-import gzip
 import re
-import shutil
 from html import unescape
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -16,6 +14,7 @@ import pytest
 
 from tests.helpers.console import console_client
 from tests.helpers.paths import PEERS, peers_missing
+from tests.helpers.peer_sessions import peer_home
 
 pytestmark = pytest.mark.anyio
 
@@ -27,26 +26,11 @@ SKIP = re.compile(r"^/(static|api|logout|login|metrics)|\.(css|js|svg|png)$")
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    transcripts = PEERS / "transcripts"
-    if not transcripts.is_dir():
+    env = peer_home(tmp_path)
+    if env is None:
         pytest.skip(peers_missing(PEERS))
-    claude = tmp_path / ".claude"
-    shutil.copytree(transcripts / "claude" / "projects", claude / "projects")
-    for packed in (claude / "projects").rglob("*.jsonl.gz"):  # the compaction session ships gzipped
-        packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
-        packed.unlink()
-    memory = PEERS / "claude-memory"
-    if memory.is_dir():
-        shutil.copytree(
-            memory, claude / "projects" / "-home-dev-work-acme-api" / "memory", dirs_exist_ok=True
-        )
-    codex = tmp_path / ".codex" / "sessions" / "2026" / "05" / "11"
-    codex.mkdir(parents=True)
-    for rollout in (transcripts / "codex").glob("*.jsonl"):
-        shutil.copy(rollout, codex / rollout.name)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
-    monkeypatch.setenv("CODEX_HOME", str(tmp_path / ".codex"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.delenv("KORG_RECALL_LEDGER", raising=False)
     monkeypatch.delenv("KORG_RECALL_MODEL_DIR", raising=False)
     work = tmp_path / "work"

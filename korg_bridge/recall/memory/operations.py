@@ -41,7 +41,7 @@ from korg_bridge.recall.memory.records import Version, check_id, derived_refusal
 from korg_bridge.recall.memory.rows import (
     add_link,
     head,
-    pending_proposal,
+    required_proposal,
     select_versions,
     supersede,
     update_head,
@@ -408,12 +408,7 @@ def approve(store: Store, ctx: Context, ids: Sequence[str]) -> dict[str, Any]:
     touched: list[Touched] = []
     with store.write() as conn:
         for memory_id in wanted:
-            proposal = pending_proposal(conn, memory_id)
-            if proposal is None:
-                raise UsageError(
-                    f"{memory_id} has nothing pending approval. List pending memories with "
-                    "`korg-recall memories --pending`."
-                )
+            proposal = required_proposal(conn, memory_id)
             update_head(conn, proposal, state="live")
             supersede(conn, memory_id, proposal.version, iso(ctx.now))
             op_id = oplog.record(

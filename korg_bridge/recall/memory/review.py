@@ -28,7 +28,7 @@ from korg_bridge.recall.memory import oplog
 from korg_bridge.recall.memory.committed import CommittedChange, Touched
 from korg_bridge.recall.memory.projections import after_commit
 from korg_bridge.recall.memory.records import Version, check_id, iso, parse_iso
-from korg_bridge.recall.memory.rows import head, pending_proposal, select_versions, update_head
+from korg_bridge.recall.memory.rows import head, required_proposal, select_versions, update_head
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Store
@@ -64,12 +64,7 @@ def reject(store: Store, ctx: Context, ids: Sequence[str]) -> dict[str, Any]:
     touched: list[Touched] = []
     with store.write() as conn:
         for memory_id in wanted:
-            proposal = pending_proposal(conn, memory_id)
-            if proposal is None:
-                raise UsageError(
-                    f"{memory_id} has nothing pending approval. List pending memories with "
-                    "`korg-recall memories --pending`."
-                )
+            proposal = required_proposal(conn, memory_id)
             current = head(conn, memory_id)
             if current is not None and current.version != proposal.version:
                 update_head(conn, proposal, superseded_by=current.version, superseded_at=now)

@@ -121,6 +121,22 @@ def head(conn: Tx, memory_id: str) -> Version | None:
     return rows[0] if rows else None
 
 
+def required_proposal(conn: Tx, memory_id: str) -> Version:
+    """The version of ``memory_id`` awaiting approval (what approve and reject act on).
+
+    Raises:
+        UsageError: nothing of ``memory_id`` is pending.
+    """
+    from korg_bridge.errors import UsageError
+
+    proposal = pending_proposal(conn, memory_id)
+    if proposal is None:
+        raise UsageError(
+            f"{memory_id} has nothing pending approval. List pending memories with `korg-recall memories --pending`."
+        )
+    return proposal
+
+
 def pending_proposal(conn: Tx, memory_id: str) -> Version | None:
     """The version of ``memory_id`` awaiting approval, if any."""
     rows = select_versions(

@@ -7,10 +7,11 @@ from __future__ import annotations
 import gzip
 import shutil
 from pathlib import Path
+from typing import Any
 
 from tests.helpers.paths import PEERS
 
-__all__ = ["peer_home"]
+__all__ = ["peer_home", "use_peer_home"]
 
 
 def peer_home(root: Path) -> dict[str, str] | None:
@@ -34,3 +35,23 @@ def peer_home(root: Path) -> dict[str, str] | None:
     for rollout in (transcripts / "codex").glob("*.jsonl"):
         shutil.copy(rollout, codex / rollout.name)
     return {"HOME": str(root), "CLAUDE_CONFIG_DIR": str(claude), "CODEX_HOME": str(root / ".codex")}
+
+
+def use_peer_home(root: Path, monkeypatch: Any) -> Path:
+    """Point this test's environment at :func:`peer_home` under ``root`` (no model, no other
+    ledgers) and move into a fresh working folder; that folder (skips when the peer data is absent)."""
+    import pytest
+
+    from tests.helpers.paths import peers_missing
+
+    env = peer_home(root)
+    if env is None:
+        pytest.skip(peers_missing(PEERS))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("KORG_RECALL_LEDGER", raising=False)
+    monkeypatch.delenv("KORG_RECALL_MODEL_DIR", raising=False)
+    work = root / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work

@@ -227,3 +227,20 @@ def create_database(roles: Roles, database: str, *, vector: bool = True, schema:
         if done.returncode != 0:
             raise RuntimeError(f"korg-recall store migrate failed: {done.stderr.strip()}")
     return roles.app_url(database)
+
+
+def served_roles() -> Iterator[Roles]:
+    """An embedded PostgreSQL set up as docs/deploy.md says, its roles and database, stopped after the
+    fixture that yields from this (skipped where the server cannot run)."""
+    import pytest
+
+    try:
+        server = EmbeddedServer.start()
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        roles = create_roles(server)
+        create_database(roles, DATABASE)
+        yield roles
+    finally:
+        server.stop()

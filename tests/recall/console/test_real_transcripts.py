@@ -13,8 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.helpers.console import console_client
-from tests.helpers.paths import PEERS, peers_missing
-from tests.helpers.peer_sessions import peer_home
+from tests.helpers.peer_sessions import use_peer_home
 
 pytestmark = pytest.mark.anyio
 
@@ -26,17 +25,7 @@ SKIP = re.compile(r"^/(static|api|logout|login|metrics)|\.(css|js|svg|png)$")
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    env = peer_home(tmp_path)
-    if env is None:
-        pytest.skip(peers_missing(PEERS))
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("KORG_RECALL_LEDGER", raising=False)
-    monkeypatch.delenv("KORG_RECALL_MODEL_DIR", raising=False)
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    return work
+    return use_peer_home(tmp_path, monkeypatch)
 
 
 async def test_every_page_renders_the_real_sessions_without_a_server_error(home: Path) -> None:

@@ -24,7 +24,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.memory import PgTarget, git_repo, store_file
-from tests.helpers.postgres import DATABASE, EmbeddedServer, Roles, Unavailable, create_database, create_roles
+from tests.helpers.postgres import (
+    Roles,
+    served_roles,
+)
 
 BACKENDS = ("sqlite", "postgres")
 
@@ -43,16 +46,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def pg_roles() -> Iterator[Roles]:
     """One embedded PostgreSQL for the session, set up as docs/deploy.md says (skipped if it cannot run)."""
-    try:
-        server = EmbeddedServer.start()
-    except Unavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        roles = create_roles(server)
-        create_database(roles, DATABASE)
-        yield roles
-    finally:
-        server.stop()
+    yield from served_roles()
 
 
 @pytest.fixture(autouse=True)

@@ -17,8 +17,7 @@ import pytest
 from playwright.sync_api import Browser
 
 from tests.helpers.console import live_server
-from tests.helpers.paths import PEERS, peers_missing
-from tests.helpers.peer_sessions import peer_home
+from tests.helpers.peer_sessions import use_peer_home
 from tests.recall.console.browser.conftest import make_app, open_page
 from tests.recall.console.browser.test_accessibility import WCAG_21_AA
 
@@ -28,16 +27,7 @@ SESSIONS_MAX = 12
 
 @pytest.fixture
 def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    env = peer_home(tmp_path)
-    if env is None:
-        pytest.skip(peers_missing(PEERS))
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("KORG_RECALL_LEDGER", raising=False)
-    monkeypatch.delenv("KORG_RECALL_MODEL_DIR", raising=False)
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
+    work = use_peer_home(tmp_path, monkeypatch)
     with live_server(make_app(dict(os.environ), work)) as url:
         yield url
 

@@ -17,7 +17,10 @@ from korg_bridge.recall.console.app import Settings, build_app
 from tests.helpers.browser import Guard
 from tests.helpers.console import live_server
 from tests.helpers.memory import git_repo
-from tests.helpers.postgres import DATABASE, EmbeddedServer, Roles, Unavailable, create_database, create_roles
+from tests.helpers.postgres import (
+    Roles,
+    served_roles,
+)
 from tests.recall.console.browser.conftest import open_page
 
 ANA = "acme-token-0123456789abcdef"
@@ -26,16 +29,7 @@ BOB = "globex-token-0123456789abcdef"
 
 @pytest.fixture(scope="module")
 def pg_roles() -> Iterator[Roles]:
-    try:
-        server = EmbeddedServer.start()
-    except Unavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        roles = create_roles(server)
-        create_database(roles, DATABASE)
-        yield roles
-    finally:
-        server.stop()
+    yield from served_roles()
 
 
 @pytest.fixture

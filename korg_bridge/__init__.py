@@ -17,8 +17,6 @@ Everything not listed in ``__all__`` is private.
 
 from __future__ import annotations
 
-from importlib import import_module
-
 from korg_bridge._version import __version__
 
 TYPE_CHECKING = False
@@ -83,6 +81,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'korg_bridge' has no attribute {name!r}")
+    from importlib import import_module
+
     value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

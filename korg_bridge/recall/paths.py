@@ -19,12 +19,15 @@ Claude Code's and Codex's       ``$CLAUDE_CONFIG_DIR`` else ``~/.claude``; ``$CO
 ``~`` means ``$HOME`` of the environment the call runs with (a bridge or an engine passes its
 caller's), not the process's; a relative ``XDG_*`` value is ignored, as the XDG specification
 says. Nothing here touches the file system.
+
+The rules are written once, on plain strings (:func:`index_file`, :func:`store_file`): the
+engine's front half resolves the index and the store on every call and has no time for
+``pathlib`` (docs/engine.md); everything else gets them as :class:`~pathlib.Path`.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from korg_bridge.config import (
     ENV_BRIDGE_TENANT,
@@ -47,6 +50,7 @@ from korg_bridge.errors import ConfigError
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the engine's front path
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
 __all__ = [
     "MIRROR_NAME",
@@ -61,12 +65,14 @@ __all__ = [
     "default_store_path",
     "expand",
     "home",
+    "index_file",
     "index_path",
     "ledger_paths",
     "model_cache_dir",
     "model_dir_setting",
     "oplog_path",
     "project_dir",
+    "store_file",
     "store_location",
     "tenant_ledgers_file",
 ]
@@ -81,40 +87,60 @@ TENANTS_DIR = "tenants"
 """Beside a SQLite store: one folder per tenant, each holding that tenant's store (see :func:`store_location`)."""
 
 
+def _path(text: str) -> Path:
+    from pathlib import Path
+
+    return Path(text)
+
+
+def _home(env: Mapping[str, str]) -> str:
+    return env.get(ENV_HOME) or os.path.expanduser("~")
+
+
+def _expand(raw: str, env: Mapping[str, str]) -> str:
+    if raw == "~" or raw.startswith("~/"):
+        return os.path.join(_home(env), raw[2:]) if raw[2:] else _home(env)
+    return os.path.abspath(os.path.expanduser(raw))
+
+
+def _xdg(env: Mapping[str, str], name: str, fallback: str) -> str:
+    value = env.get(name, "").strip()
+    # The XDG spec says to ignore a relative value.
+    return value if value and os.path.isabs(value) else os.path.join(_home(env), fallback)
+
+
 def home(env: Mapping[str, str]) -> Path:
     """``$HOME`` of ``env``, else the process's home."""
-    value = env.get(ENV_HOME)
-    return Path(value) if value else Path.home()
+    return _path(_home(env))
 
 
 def expand(raw: str, env: Mapping[str, str]) -> Path:
     """``raw`` as an absolute path: ``~`` and ``~/…`` against ``env``'s ``$HOME``, ``~user`` as the
     system says, anything relative against the working directory."""
-    if raw == "~" or raw.startswith("~/"):
-        return home(env) / raw[2:]
-    return Path(os.path.abspath(os.path.expanduser(raw)))
-
-
-def _xdg(env: Mapping[str, str], name: str, fallback: str) -> Path:
-    value = env.get(name, "").strip()
-    # The XDG spec says to ignore a relative value.
-    return Path(value) if value and os.path.isabs(value) else home(env) / fallback
+    return _path(_expand(raw, env))
 
 
 def data_dir(env: Mapping[str, str]) -> Path:
     """korg-recall's own data folder, ``$XDG_DATA_HOME/korg-recall`` (``~/.local/share``)."""
-    return _xdg(env, ENV_XDG_DATA_HOME, ".local/share") / APP
+    return _path(_xdg(env, ENV_XDG_DATA_HOME, ".local/share")) / APP
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
     """korg-recall's cache folder, ``$XDG_CACHE_HOME/korg-recall`` (``~/.cache``)."""
-    return _xdg(env, ENV_XDG_CACHE_HOME, ".cache") / APP
+    return _path(_xdg(env, ENV_XDG_CACHE_HOME, ".cache")) / APP
+
+
+def index_file(env: Mapping[str, str]) -> str:
+    """:func:`index_path` as a string."""
+    explicit = env.get(ENV_RECALL_INDEX, "").strip()
+    if explicit:
+        return _expand(explicit, env)
+    return os.path.join(_xdg(env, ENV_XDG_CACHE_HOME, ".cache"), APP, "index.sqlite")
 
 
 def index_path(env: Mapping[str, str]) -> Path:
     """The recall index: ``$KORG_RECALL_INDEX``, else ``index.sqlite`` in :func:`cache_dir`."""
-    explicit = env.get(ENV_RECALL_INDEX, "").strip()
-    return expand(explicit, env) if explicit else cache_dir(env) / "index.sqlite"
+    return _path(index_file(env))
 
 
 def ledger_paths(env: Mapping[str, str]) -> list[str] | None:
@@ -166,11 +192,11 @@ def codex_home(env: Mapping[str, str]) -> Path:
     return expand(raw, env) if raw else home(env) / ".codex"
 
 
-def default_store_path(env: Mapping[str, str]) -> Path:
-    """``$KORG_RECALL_STORE``, else ``memory.sqlite`` in :func:`data_dir`.
+def store_file(env: Mapping[str, str]) -> str:
+    """:func:`default_store_path` as a string.
 
     Raises:
-        ConfigError: ``KORG_RECALL_STORE`` is a URL, not a file (see :func:`store_location`).
+        ConfigError: ``KORG_RECALL_STORE`` is a URL, not a file.
     """
     explicit = env.get(ENV_RECALL_STORE, "").strip()
     if explicit:
@@ -179,8 +205,17 @@ def default_store_path(env: Mapping[str, str]) -> Path:
                 f"{ENV_RECALL_STORE} is a URL: the memory store is a database server, not a file. "
                 "Set it to the path of a SQLite file to use one."
             )
-        return expand(explicit, env)
-    return data_dir(env) / "memory.sqlite"
+        return _expand(explicit, env)
+    return os.path.join(_xdg(env, ENV_XDG_DATA_HOME, ".local/share"), APP, "memory.sqlite")
+
+
+def default_store_path(env: Mapping[str, str]) -> Path:
+    """``$KORG_RECALL_STORE``, else ``memory.sqlite`` in :func:`data_dir`.
+
+    Raises:
+        ConfigError: ``KORG_RECALL_STORE`` is a URL, not a file (see :func:`store_location`).
+    """
+    return _path(store_file(env))
 
 
 class Location:

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from korg_bridge.config import (
     ENV_BRIDGE_TENANT,
     ENV_RECALL_TENANT,
-    TENANT_NAME,
     actor_from,
+    is_tenant_name,
     over_http,
     tenant_from,
 )
@@ -42,12 +42,6 @@ __all__ = [
 ]
 # over_http, tenant_from and actor_from read the variables and live with every other reader of
 # one, in korg_bridge.config; this module, where callers look for them, re-exports them.
-
-
-def is_tenant_name(value: str) -> bool:
-    """Letters, digits and ``._@:+-``, at most 128, starting with a letter or digit: safe as an
-    environment value, a database key and a folder name."""
-    return TENANT_NAME.fullmatch(value) is not None
 
 
 def require_tenant(env: Mapping[str, str], store: str) -> str:

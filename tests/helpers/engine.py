@@ -32,6 +32,23 @@ def korg_recall() -> list[str]:
     return [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
 
 
+def calls(pid: int) -> list[int]:
+    """The engine ``pid``'s children running a call (not the spare waiting for the next one)."""
+    from korg_bridge.recall.engine.server import CALL_NAME
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
+                    name, rest = handle.read().split(" (", 1)[1].rsplit(")", 1)
+            except (OSError, ValueError, IndexError):
+                continue
+            if int(rest.split()[1]) == pid and name == CALL_NAME:
+                found.append(int(entry))
+    return found
+
+
 def engine_dir(env: Mapping[str, str]) -> Path:
     from korg_bridge.recall.engine.protocol import engine_dir as where
 

@@ -42,6 +42,7 @@ from korg_bridge.recall.engine.protocol import (
     WROTE,
     frame,
     read_frame,
+    receive_with_fds,
 )
 
 __all__ = ["Identity", "install", "serve_call"]
@@ -202,7 +203,7 @@ def serve_call(conn: socket.socket, identity: Identity, served: dict[str, Any]) 
     fds: list[int] = []
     try:
         conn.settimeout(HANDSHAKE_S)
-        data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 3)
+        data, fds = receive_with_fds(conn, 1 << 16, 3)
         kind, request = read_frame(conn, data)
         if kind != REQUEST or len(fds) != 3 or not isinstance(request, dict):
             return
@@ -242,5 +243,20 @@ def serve_call(conn: socket.socket, identity: Identity, served: dict[str, Any]) 
     package._serving = served
     code = _run(request["argv"])
     done.set()
+    _release_stdio()
     with contextlib.suppress(OSError):
         conn.sendall(frame(EXIT, {"code": code}))
+
+
+def _release_stdio() -> None:
+    """Let go of the caller's descriptors before saying the call ended: whoever reads the caller's
+    pipes sees them end when the front exits, not when this copy of a large process has been
+    torn down. Anything written after this goes nowhere, as it would after a fresh process's exit."""
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+    except OSError:
+        return
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(null, fd)
+    os.close(null)

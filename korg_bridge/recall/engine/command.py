@@ -77,8 +77,10 @@ def status(env: Mapping[str, str]) -> dict[str, Any]:
     if conn is None:
         starting = _lock_held(where)
         return {"running": False, "starting_or_stopping": starting, "folder": str(where)}
-    with conn:
+    try:
         pid = peer_uid(conn)[0]
+    finally:
+        conn.close()
     return {"running": True, "folder": str(where), **_info(where), "pid": pid}
 
 
@@ -89,8 +91,10 @@ def stop(env: Mapping[str, str]) -> dict[str, Any]:
     conn = connect(where)
     if conn is None:
         return {"stopped": False, "running": False, "folder": str(where)}
-    with conn:
+    try:
         pid = peer_uid(conn)[0]
+    finally:
+        conn.close()
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_WAIT_S
     while _lock_held(where) and time.monotonic() < deadline:

@@ -24,16 +24,13 @@ shares with this module (the wire, the folder, the fingerprint) is :mod:`.protoc
 
 from __future__ import annotations
 
-import fcntl
+import _signal  # type: ignore[import-not-found]  # signal without its enum (no stubs)
 import os
-import signal
-import socket
 import sys
 import time
 
 from korg_bridge.recall.engine.protocol import (
     ACCEPT,
-    DIR_NAME,
     EXIT,
     GO,
     LOCK_NAME,
@@ -48,21 +45,24 @@ from korg_bridge.recall.engine.protocol import (
     configured_store,
     connect,
     engine_dir,
+    engine_folder,
     frame,
     read_frame,
+    send_with_fds,
     version,
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING: this process has no time to import typing
 if TYPE_CHECKING:
+    from _socket import socket
     from collections.abc import Callable, Mapping, Sequence
-    from pathlib import Path
     from types import TracebackType
     from typing import Any
 
 __all__ = [
     "LOST_EXIT",
     "code_fingerprint",
+    "console",
     "engine_dir",
     "main",
 ]
@@ -98,7 +98,7 @@ class _Forwarding:
     KeyboardInterrupt; a terminating signal ends the child, then this process, as it would a
     fresh one. (A class, not ``contextlib``: this process imports as little as it can.)"""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    SIGNALS = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 
     def __init__(self, child: int) -> None:
         self.child = child
@@ -109,14 +109,14 @@ class _Forwarding:
             os.killpg(self.child, signum)
         except OSError:
             pass
-        if signum != signal.SIGINT:
-            signal.signal(signum, signal.SIG_DFL)
+        if signum != _signal.SIGINT:
+            _signal.signal(signum, _signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
     def __enter__(self) -> None:
         for sig in self.SIGNALS:
             try:
-                self.kept[sig] = signal.signal(sig, self.forward)
+                self.kept[sig] = _signal.signal(sig, self.forward)
             except ValueError:  # not the main thread: only the main thread may set handlers
                 break
 
@@ -124,7 +124,7 @@ class _Forwarding:
         self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
     ) -> None:
         for sig, handler in self.kept.items():
-            signal.signal(sig, handler)
+            _signal.signal(sig, handler)
 
 
 def _lost(command: str, write: bool) -> int:
@@ -140,7 +140,7 @@ def _lost(command: str, write: bool) -> int:
     return LOST_EXIT
 
 
-def call(conn: socket.socket, argv: Sequence[str], index: str, store: str) -> int | None:
+def call(conn: socket, argv: Sequence[str], index: str, store: str) -> int | None:
     """Run ``argv`` in the engine at ``conn``: its exit code, or None to run it here instead."""
     streams = _stdio()
     try:
@@ -164,9 +164,7 @@ def call(conn: socket.socket, argv: Sequence[str], index: str, store: str) -> in
     }
     conn.settimeout(REPLY_S)
     try:
-        data = frame(REQUEST, request)
-        sent = socket.send_fds(conn, [data], [0, 1, 2])
-        conn.sendall(data[sent:])  # the descriptors went with the first bytes
+        send_with_fds(conn, frame(REQUEST, request), [0, 1, 2])
         kind, reply = read_frame(conn)
     except (OSError, EOFError, ValueError):
         return None  # nothing ran
@@ -194,13 +192,15 @@ def call(conn: socket.socket, argv: Sequence[str], index: str, store: str) -> in
     return _lost(command, write)
 
 
-def _auto_start(where: Path, env: Mapping[str, str]) -> socket.socket | None:
+def _auto_start(where: str, env: Mapping[str, str]) -> socket | None:
     """Start an engine for ``where`` (detached, niced, single by its lock) unless one is starting;
     wait ``KORG_RECALL_ENGINE_WAIT`` seconds for it to answer (default: not at all)."""
+    import fcntl
+
     from korg_bridge.config import engine_idle, engine_wait
 
     try:  # nothing is created here: the engine makes its folder once the index proves ours
-        lock = os.open(where / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+        lock = os.open(os.path.join(where, LOCK_NAME), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         starting = False
     else:
@@ -247,7 +247,7 @@ def spawn(idle: str, env: dict[str, str]) -> int | None:
             env,
             file_actions=actions,
             setsid=True,
-            setsigdef=(signal.SIGINT, signal.SIGTERM, signal.SIGPIPE),
+            setsigdef=(_signal.SIGINT, _signal.SIGTERM, _signal.SIGPIPE),
         )
     except (OSError, NotImplementedError, ValueError):
         return None
@@ -255,21 +255,23 @@ def spawn(idle: str, env: dict[str, str]) -> int | None:
 
 def hand_over(argv: Sequence[str], mode: str, env: Mapping[str, str]) -> int | None:
     """The call's exit code from an engine, or None: run it here."""
-    from korg_bridge.recall.paths import index_path
+    from korg_bridge.recall.paths import index_file
 
     try:
-        index = index_path(env)
+        index = index_file(env)
         store = configured_store(env)
+        where = engine_folder(env)
     except Exception:  # a configuration error: the call reports it itself
         return None
-    where = index.parent / DIR_NAME
     conn = connect(where)
     if conn is None and mode == "auto":
         conn = _auto_start(where, env)
     if conn is None:
         return None
-    with conn:
-        return call(conn, argv, str(index), store)
+    try:
+        return call(conn, argv, index, store)
+    finally:
+        conn.close()
 
 
 def _in_process(argv: Sequence[str]) -> int:
@@ -278,8 +280,14 @@ def _in_process(argv: Sequence[str]) -> int:
     return run(list(argv))
 
 
-def main(argv: Sequence[str] | None = None, *, fallback: Callable[[Sequence[str]], int] = _in_process) -> int:
-    """Entry point of ``korg-recall``: the engine's answer when one gives it, else the call run here."""
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    fallback: Callable[[Sequence[str]], int] = _in_process,
+    leave: bool = False,
+) -> int:
+    """The engine's answer when one gives it, else the call run here (``leave``: exit this
+    process as soon as an engine answered; see :func:`console`)."""
     from korg_bridge.config import engine_mode
     from korg_bridge.errors import ConfigError
 
@@ -292,5 +300,25 @@ def main(argv: Sequence[str] | None = None, *, fallback: Callable[[Sequence[str]
     if mode != "off" and args[:1] != ["engine"]:
         code = hand_over(args, mode, os.environ)
         if code is not None:
+            if leave:
+                _leave(code)
             return code
     return fallback(args)
+
+
+def _leave(code: int) -> None:
+    """Exit with the engine's ``code`` now. The engine ran the call; this process has nothing of
+    its own to finish (no thread, no ``atexit`` handler, nothing unflushed but what is flushed
+    here), and tearing its interpreter down would only add milliseconds to every call."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 120
+    os._exit(code)
+
+
+def console() -> int:
+    """The ``korg-recall`` console script: :func:`main` for ``sys.argv``, leaving at once when an
+    engine answered."""
+    return main(leave=True)

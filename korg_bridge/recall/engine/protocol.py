@@ -1,29 +1,35 @@
 """What the front half and the engine share: the wire (frames of one kind byte, a 4-byte
-big-endian length and a JSON body), where an engine lives beside the index, who may talk to it,
-and what makes two installations the same code. Standard library only: the front imports it on
-every call before anything else.
+big-endian length and a :mod:`marshal` body), where an engine lives beside the index, who may
+talk to it, and what makes two installations the same code.
+
+The front imports this on every call before anything else, so it uses only modules built into
+the interpreter or already loaded by its start-up (``_socket`` is the one extension module):
+not ``socket`` (which pulls in ``enum`` and ``selectors``), ``json`` (``re``), ``struct`` or
+``pathlib``; together they were two thirds of a front's own time. ``marshal`` carries the
+frames: both ends are the same interpreter (the fingerprint says so, and a frame another one
+cannot read is refused unanswered), and it only ever reads what a process of the same user sent
+(``SO_PEERCRED``) -- marshal builds values, it never runs them.
 """
 
 from __future__ import annotations
 
-import json
+import _socket
+import marshal
 import os
-import socket
 import stat
-import struct
 import sys
-import zlib
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the engine's front path
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
     from typing import Any
 
 __all__ = [
     "ACCEPT",
     "EXIT",
     "GO",
+    "HANDOFF",
     "INFO_NAME",
     "LOCK_NAME",
     "LOG_CAP",
@@ -39,10 +45,13 @@ __all__ = [
     "configured_store",
     "connect",
     "engine_dir",
+    "engine_folder",
     "frame",
     "make_dir",
     "peer_uid",
     "read_frame",
+    "receive_with_fds",
+    "send_with_fds",
     "version",
 ]
 
@@ -73,19 +82,24 @@ NICE = 10
 """An auto-started engine's niceness, as the background indexer's."""
 
 ACCEPT, REFUSE, GO, WROTE, EXIT, REQUEST = b"A", b"R", b"G", b"W", b"X", b"Q"
-_HEADER = struct.Struct(">cI")
+HANDOFF = b"H"
+"""Inside the engine: the parent handing a connection to a waiting child (:mod:`.server`)."""
+_HEADER_SIZE = 5
+_INT = 4
+"""Bytes of a C ``int`` (a descriptor, a pid or uid in ``SO_PEERCRED``): 4 on every Linux ABI."""
 
 
 # --- the wire ----------------------------------------------------------------------------------
 
 
 def frame(kind: bytes, body: Any = None) -> bytes:
-    """One frame: ``kind``, the length, ``body`` as JSON."""
-    data = b"" if body is None else json.dumps(body).encode("utf-8")
-    return _HEADER.pack(kind, len(data)) + data
+    """One frame: ``kind``, the length, ``body`` marshalled (plain values: dicts, lists, strings,
+    numbers, booleans, None)."""
+    data = b"" if body is None else marshal.dumps(body)
+    return kind + len(data).to_bytes(4, "big") + data
 
 
-def _exactly(conn: socket.socket, size: int, first: bytes = b"") -> bytes:
+def _exactly(conn: _socket.socket, size: int, first: bytes = b"") -> bytes:
     chunks = [first]
     have = len(first)
     while have < size:
@@ -97,7 +111,7 @@ def _exactly(conn: socket.socket, size: int, first: bytes = b"") -> bytes:
     return b"".join(chunks)
 
 
-def read_frame(conn: socket.socket, first: bytes = b"") -> tuple[bytes, Any]:
+def read_frame(conn: _socket.socket, first: bytes = b"") -> tuple[bytes, Any]:
     """The next frame's kind and body (``first``: bytes of it already read).
 
     Raises:
@@ -105,26 +119,63 @@ def read_frame(conn: socket.socket, first: bytes = b"") -> tuple[bytes, Any]:
         OSError: the connection failed or timed out.
         ValueError: not a frame of this protocol.
     """
-    head = _exactly(conn, _HEADER.size, first[: _HEADER.size])
-    kind, size = _HEADER.unpack(head)
+    head = _exactly(conn, _HEADER_SIZE, first[:_HEADER_SIZE])
+    kind, size = head[:1], int.from_bytes(head[1:], "big")
     if size > MAX_FRAME:
         raise ValueError(f"a frame of {size} bytes")
-    data = _exactly(conn, size, first[_HEADER.size :])
-    return kind, json.loads(data) if data else None
+    data = _exactly(conn, size, first[_HEADER_SIZE:])
+    if not data:
+        return kind, None
+    try:
+        return kind, marshal.loads(data)
+    except (EOFError, TypeError) as exc:  # a truncated or foreign body: not a frame of ours
+        raise ValueError(f"an unreadable frame body: {exc}") from None
+
+
+def send_with_fds(conn: _socket.socket, data: bytes, fds: Sequence[int]) -> None:
+    """Send ``data`` with ``fds`` (``SCM_RIGHTS``) riding on its first bytes."""
+    rights = b"".join(fd.to_bytes(_INT, sys.byteorder, signed=True) for fd in fds)
+    sent = conn.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights)])
+    if sent < len(data):
+        conn.sendall(data[sent:])
+
+
+def receive_with_fds(conn: _socket.socket, size: int, most: int) -> tuple[bytes, list[int]]:
+    """Up to ``size`` bytes and the descriptors that came with them (at most ``most`` kept; any
+    beyond are closed)."""
+    data, ancillary, _flags, _addr = conn.recvmsg(size, _socket.CMSG_SPACE(most * _INT))
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % _INT
+            fds.extend(
+                int.from_bytes(payload[at : at + _INT], sys.byteorder, signed=True)
+                for at in range(0, usable, _INT)
+            )
+    for extra in fds[most:]:
+        os.close(extra)
+    return data, fds[:most]
 
 
 # --- where an engine is, and whether it is ours ---------------------------------------------------
 
 
-def engine_dir(env: Mapping[str, str]) -> Path:
+def engine_folder(env: Mapping[str, str]) -> str:
     """``engine/`` beside the index ``env`` names: one engine per index.
 
     Raises:
         ConfigError: see :func:`korg_bridge.recall.paths.index_path`.
     """
-    from korg_bridge.recall.paths import index_path
+    from korg_bridge.recall.paths import index_file
 
-    return index_path(env).parent / DIR_NAME
+    return os.path.join(os.path.dirname(index_file(env)), DIR_NAME)
+
+
+def engine_dir(env: Mapping[str, str]) -> Path:
+    """:func:`engine_folder` as a :class:`~pathlib.Path`."""
+    from pathlib import Path
+
+    return Path(engine_folder(env))
 
 
 def configured_store(env: Mapping[str, str]) -> str:
@@ -134,12 +185,12 @@ def configured_store(env: Mapping[str, str]) -> str:
         ConfigError: see :func:`korg_bridge.recall.paths.store_location`.
     """
     from korg_bridge.config import store_url
-    from korg_bridge.recall.paths import default_store_path
+    from korg_bridge.recall.paths import store_file
 
-    return store_url(env) or str(default_store_path(env))
+    return store_url(env) or store_file(env)
 
 
-def owner_only(where: Path) -> bool:
+def owner_only(where: str | Path) -> bool:
     """True when ``where`` is a real directory of ours that nobody else may enter."""
     try:
         info = os.lstat(where)
@@ -166,11 +217,13 @@ def make_dir(where: Path) -> None:
         os.chmod(where, 0o700)
 
 
-def peer_uid(conn: socket.socket) -> tuple[int, int]:
-    """The pid and uid of the process at the other end (``SO_PEERCRED``)."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", creds)
-    return pid, uid
+def peer_uid(conn: _socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end (``SO_PEERCRED``: three C ints)."""
+    creds = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 3 * _INT)
+    return (
+        int.from_bytes(creds[:_INT], sys.byteorder, signed=True),
+        int.from_bytes(creds[_INT : 2 * _INT], sys.byteorder, signed=False),
+    )
 
 
 def code_fingerprint() -> str:
@@ -182,7 +235,7 @@ def code_fingerprint() -> str:
     The checksums guard against accidents (an edit, an upgrade, another venv), not an adversary:
     whoever can write the package's files runs their own code anyway.
     """
-    root = str(Path(__file__).resolve().parents[2])
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     parts = [f"{sys.version}\0{sys.prefix}\0{root}"]
     folders = [root]
     while folders:
@@ -203,6 +256,8 @@ def code_fingerprint() -> str:
             except OSError:
                 continue
     listing = "\n".join(parts).encode("utf-8", "surrogateescape")
+    import zlib  # an extension module, but a small one: hashlib's OpenSSL costs more than the walk
+
     return f"{zlib.crc32(listing):08x}{zlib.adler32(listing):08x}{len(parts):04x}"
 
 
@@ -215,15 +270,15 @@ def version() -> str:
 # --- handing a call over -----------------------------------------------------------------------
 
 
-def connect(where: Path) -> socket.socket | None:
+def connect(where: str | Path) -> _socket.socket | None:
     """A connection to the engine in ``where``, if one of ours listens there."""
-    path = where / SOCKET_NAME
+    path = os.path.join(where, SOCKET_NAME)
     if len(os.fsencode(path)) > SUN_PATH_MAX or not owner_only(where):
         return None
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         conn.settimeout(CONNECT_S)
-        conn.connect(os.fspath(path))
+        conn.connect(path)
         if peer_uid(conn)[1] != os.getuid():
             raise PermissionError("the engine runs as another user")
     except OSError:

@@ -42,6 +42,7 @@ from typing import Any
 from korg_bridge.errors import KorgError, UsageError
 from korg_bridge.recall.engine.child import Identity, serve_call
 from korg_bridge.recall.engine.protocol import (
+    HANDOFF,
     INFO_NAME,
     LOCK_NAME,
     LOG_CAP,
@@ -51,11 +52,16 @@ from korg_bridge.recall.engine.protocol import (
     SUN_PATH_MAX,
     code_fingerprint,
     configured_store,
+    engine_dir,
+    frame,
     make_dir,
     peer_uid,
+    read_frame,
+    receive_with_fds,
+    send_with_fds,
     version,
 )
-from korg_bridge.recall.engine.watch import MirrorWatch
+from korg_bridge.recall.engine.watch import ChildView, MirrorWatch
 
 __all__ = ["DRAIN_S", "MAX_CHILDREN", "parse_duration", "run"]
 
@@ -91,6 +97,18 @@ SINGLE_THREADED = {
 tokenizer's, which would otherwise warn on stderr in every child that it was forked after use.
 Small vector products split rows, never sums, across threads, so the figures are the same."""
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|)\s*$")
+
+
+SPARE_NAME = "korg-spare"
+"""What ``ps`` calls a child waiting for a call (``/proc/<pid>/comm``, 15 bytes at most)."""
+CALL_NAME = "korg-call"
+"""What ``ps`` calls a child running one."""
+
+
+def _name(name: str) -> None:
+    """Name this process for ``ps`` and ``top`` (Linux; elsewhere nothing happens)."""
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w", encoding="ascii") as comm:
+        comm.write(name)
 
 
 def parse_duration(text: str) -> float | None:
@@ -243,6 +261,7 @@ class Engine:
         self.vectors: _Vectors | None = None
         self.idle_s = idle_s
         self.children: set[int] = set()
+        self.spare: tuple[int, socket.socket] | None = None
         self.calls = 0
         self.last = time.monotonic()
         self.draining = False
@@ -253,7 +272,7 @@ class Engine:
             self.draining = True
 
     def _reap(self) -> None:
-        while self.children:
+        while self.children or self.spare is not None:
             try:
                 pid, _status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -261,43 +280,119 @@ class Engine:
                 return
             if pid == 0:
                 return
+            if self.spare is not None and pid == self.spare[0]:
+                self.spare[1].close()  # it died waiting (killed from outside): the next call forks another
+                self.spare = None
+                continue
             self.children.discard(pid)
             self.last = time.monotonic()
 
-    def _fork(self, conn: socket.socket, listener: socket.socket, lock_fd: int) -> None:
-        if self.watch is not None:
-            self.watch.drain()  # every change finished before the call is in what the child inherits
+    def _fork_spare(self, listener: socket.socket, lock_fd: int) -> None:
+        """Fork the child that will take the next call, ahead of it: forking a process this size
+        takes milliseconds, which a call should not wait for. The spare waits for its connection
+        (and the mirror watch as it is at that moment) on a socket pair; the engine's end closing
+        -- the engine gone, or stopping -- ends it."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
-        if pid == 0:  # the child: never returns into the parent's loop
+        if pid == 0:  # the spare: never returns into the parent's loop
             try:
+                ours.close()
                 listener.close()
                 os.close(lock_fd)  # a long call must not keep the next engine from starting
                 os.close(self.wake_r)
                 os.close(self.wake_w)
                 signal.set_wakeup_fd(-1)
-                served: dict[str, Any] = {"pid": os.getppid()}
+                os.setpgid(0, 0)  # Ctrl-C at the engine's terminal is the engine's, not a call's
+                _name(SPARE_NAME)
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                    signal.signal(sig, signal.SIG_DFL)
                 if self.watch is not None:
-                    from korg_bridge.recall.memory.mirror import watched
-
-                    for fd in self.watch.fds[1:]:  # the inotify descriptor is the parent's alone
+                    for fd in self.watch.fds:  # the inotify descriptor and the reports are the parent's
                         os.close(fd)
-                    os.close(self.watch.report_r)
-                    watched.install(self.watch.child())
-                    served["mirror_watch"] = self.watch.status()
-                serve_call(conn, self.identity, served)
+                self._wait_and_serve(theirs)
             finally:
                 os._exit(0)
-        self.children.add(pid)
-        self.calls += 1
+        theirs.close()
+        self.spare = (pid, ours)
+
+    def _wait_and_serve(self, handoff: socket.socket) -> None:
+        """In the spare: wait for a call, then serve it."""
+        try:
+            data, fds = receive_with_fds(handoff, 1 << 20, 1)
+            if len(fds) != 1:
+                return
+            kind, state = read_frame(handoff, data)
+        except (OSError, EOFError, ValueError):
+            return
+        handoff.close()
+        conn = socket.socket(fileno=fds[0])
+        if kind != HANDOFF or not isinstance(state, dict):
+            return
+        _name(CALL_NAME)
+        served: dict[str, Any] = {"pid": os.getppid()}
+        if self.watch is not None and state.get("watch") is not None:
+            from korg_bridge.recall.memory.mirror import watched
+
+            generation, clean, folders = state["watch"]
+            watched.install(ChildView(generation, clean, set(folders), self.watch.report_w))
+            served["mirror_watch"] = state["watch_status"]
+        serve_call(conn, self.identity, served)
+
+    def _hand(self, conn: socket.socket, listener: socket.socket, lock_fd: int) -> None:
+        """Give ``conn`` to the spare (forking one if there is none), then fork the next spare."""
+        if self.watch is not None:
+            self.watch.drain()  # every change finished before the call is in what the child sees
+        state: dict[str, Any] = {"watch": None}
+        if self.watch is not None:
+            view = self.watch.child()
+            state = {
+                "watch": (view.generation, view.clean, sorted(view.watched)),
+                "watch_status": self.watch.status(),
+            }
+        for _attempt in range(2):  # a spare that died meanwhile: one more, forked now
+            if self.spare is None:
+                self._fork_spare(listener, lock_fd)
+            assert self.spare is not None
+            pid, ours = self.spare
+            self.spare = None
+            try:
+                send_with_fds(ours, frame(HANDOFF, state), [conn.fileno()])
+            except OSError:
+                ours.close()
+                continue  # the spare is reaped as any child is
+            ours.close()
+            self.children.add(pid)
+            self.calls += 1
+            break
+        conn.close()  # before the next fork: only the call's child may hold the caller's connection
         self.last = time.monotonic()
         if self.vectors is not None:
-            self.vectors.refresh()  # after the fork: the call runs meanwhile; the next one gains
+            self.vectors.refresh()  # the call runs meanwhile; the next spare starts with them
+        if not self.draining:
+            self._fork_spare(listener, lock_fd)
+
+    def _drop_spare(self) -> None:
+        """End the spare (its socket pair closing) and reap it."""
+        if self.spare is None:
+            return
+        pid, ours = self.spare
+        self.spare = None
+        ours.close()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
     def loop(self, listener: socket.socket, lock_fd: int) -> None:
         self.last = time.monotonic()  # idle from the moment it listens, not from before the preload
         signal.set_wakeup_fd(self.wake_w)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, self._signal)
+        self._fork_spare(listener, lock_fd)
+        try:
+            self._serve(listener, lock_fd)
+        finally:
+            self._drop_spare()
+
+    def _serve(self, listener: socket.socket, lock_fd: int) -> None:
         deadline: float | None = None
         while True:
             self._reap()
@@ -307,6 +402,7 @@ class Engine:
                     deadline = now + DRAIN_S
                     listener.close()
                     self._forget()
+                    self._drop_spare()
                 if not self.children:
                     return
                 if now >= deadline:
@@ -343,7 +439,7 @@ class Engine:
                 if peer != os.getuid():
                     logger.warning("korg-recall: engine: refused a connection from uid %d", peer)
                     continue
-                self._fork(conn, listener, lock_fd)
+                self._hand(conn, listener, lock_fd)
 
     def _forget(self) -> None:
         """Take the socket and the description away: no front connects to a stopping engine."""
@@ -362,10 +458,10 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
         KorgError: another engine runs for the index; the folder or socket cannot be made.
         ConfigError: the index or store ``env`` names is malformed.
     """
-    from korg_bridge.recall.paths import index_path
+    from korg_bridge.recall.paths import index_file
 
-    index = index_path(env)
-    where = index.parent / "engine"
+    index = Path(index_file(env))
+    where = engine_dir(env)
     sock = where / SOCKET_NAME
     if len(os.fsencode(sock)) > SUN_PATH_MAX:
         raise KorgError(
@@ -389,7 +485,7 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
             os.nice(NICE)
     for name, value in SINGLE_THREADED.items():  # before numpy, onnxruntime and tokenizers load
         os.environ.setdefault(name, value)
-    identity = Identity(version(), code_fingerprint(), str(index), configured_store(env))
+    identity = Identity(version(), code_fingerprint(), index_file(env), configured_store(env))
     engine = Engine(where, identity, idle_s, _mirror_watch(identity.store))
     try:
         started = time.monotonic()

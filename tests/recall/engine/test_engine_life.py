@@ -22,23 +22,8 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.engine import protocol as front
-from tests.helpers.engine import Running, engine_dir, korg_recall, start, sweep
+from tests.helpers.engine import Running, calls, engine_dir, korg_recall, start, sweep
 from tests.recall.engine.conftest import BOUND, alive, answered, off, run
-
-
-def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (the engine's calls)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-    return found
 
 
 def wait_for(predicate: object, timeout: float = 30.0) -> bool:
@@ -67,7 +52,7 @@ def _request(env: Mapping[str, str], **changes: object) -> tuple[bytes, object]:
     """A request as the front makes it, with ``changes``, sent to the engine: its reply."""
     conn = front.connect(engine_dir(env))
     assert conn is not None
-    with conn:
+    with contextlib.closing(conn):
         request = {
             "protocol": front.PROTOCOL,
             "version": front.version(),
@@ -158,7 +143,7 @@ def test_a_connection_from_another_user_is_refused_by_the_peer_check(engine: Run
         os.chmod(sock, 0o600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() in ("b''", "reset"), done.stdout  # closed without a word, nothing forked
-    assert children(engine.pid) == []
+    assert calls(engine.pid) == []
 
 
 def test_a_front_never_uses_an_engine_folder_others_may_enter(
@@ -237,8 +222,8 @@ def test_a_read_whose_child_dies_before_printing_is_run_again_in_process(
         env=big,
         cwd=project,
     )
-    assert wait_for(lambda: children(engine.pid))
-    for pid in children(engine.pid):
+    assert wait_for(lambda: calls(engine.pid))
+    for pid in calls(engine.pid):
         os.kill(pid, signal.SIGKILL)
     out, err = proc.communicate(timeout=BOUND)
     assert proc.returncode == 0, err
@@ -261,7 +246,7 @@ def test_kill_9_at_many_points_of_remember_lands_every_acknowledged_write_exactl
     def killer() -> None:
         while not stop.is_set():
             time.sleep(rng.uniform(0.0, 0.25))
-            for pid in children(engine.pid):
+            for pid in calls(engine.pid):
                 if rng.random() < 0.5:
                     with_suppress_kill(pid)
 

@@ -12,22 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.helpers.engine import Running, korg_recall
+from tests.helpers.engine import Running, calls, korg_recall
 from tests.recall.engine.conftest import BOUND, off, run
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-    return found
 
 
 def _interrupt_at_the_prompt(
@@ -63,7 +49,7 @@ def _interrupt_at_the_prompt(
                 shown += chunk
         assert b"[y/N]" in shown, shown
         if engine is not None:  # the prompt is the engine's child's, not a fallback's
-            assert _children(engine.pid), "no call of the engine's is running"
+            assert calls(engine.pid), "no call of the engine's is running"
         os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C at the terminal sends the command
         code = proc.wait(BOUND)
         try:

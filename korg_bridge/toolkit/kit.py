@@ -69,6 +69,7 @@ class Toolkit:
         self.exit_codes = dict(EXIT_CODES)
         self.exit_codes.update(exit_codes or {})
         self.commands: list[Command] = []
+        self._built: dict[tuple[object, ...], argparse.ArgumentParser] = {}
 
     def command(
         self,
@@ -186,6 +187,30 @@ class Toolkit:
             leaf.set_defaults(_command=command)
         return root
 
+    def _parser_for(self, chosen: Sequence[Command]) -> argparse.ArgumentParser:
+        """:meth:`parser` for ``chosen`` (none: every command), built once per process and locale.
+
+        A resident engine builds each command's parser before it forks (:meth:`warm_parsers`), so
+        a call does not spend milliseconds on argparse. argparse translates its words (``usage:``)
+        as it builds, from the locale variables: a caller with other ones gets a parser of its own.
+        """
+        import os
+
+        key = (
+            tuple(id(command) for command in chosen),
+            *(os.environ.get(name) for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")),
+        )
+        built = self._built.get(key)
+        if built is None:
+            built = self._built[key] = self.parser(list(chosen) or None)
+        return built
+
+    def warm_parsers(self) -> None:
+        """Build the parser of every command (and the full tree) for this process's locale."""
+        for command in self.commands:
+            self._parser_for([command])
+        self._parser_for([])
+
     def parse(self, argv: Sequence[str]) -> tuple[Command, dict[str, Any]]:
         """argv (without the program name) → the command and its arguments.
 
@@ -202,7 +227,7 @@ class Toolkit:
         words = [shield_dashes(word) for word in argv]
         chosen = [c for c in self.commands if words[: len(self._path(c))] == self._path(c)]
         chosen = [c for c in chosen if len(self._path(c)) == max(len(self._path(x)) for x in chosen)]
-        namespace, extra = self.parser(chosen or None).parse_known_args(words)
+        namespace, extra = self._parser_for(chosen).parse_known_args(words)
         command: Command | None = getattr(namespace, "_command", None)
         if command is None:
             if extra:

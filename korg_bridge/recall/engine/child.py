@@ -45,7 +45,7 @@ from korg_bridge.recall.engine.protocol import (
     receive_with_fds,
 )
 
-__all__ = ["Identity", "install", "serve_call"]
+__all__ = ["Identity", "install", "serve_call", "warm_parsers"]
 
 _CLI: dict[str, Any] = {}
 """The command line a child runs: korg-recall's app installs itself here when it is imported
@@ -56,6 +56,13 @@ def install(main: Callable[[list[str]], int], kit: Any) -> None:
     """Make ``main`` (and its toolkit ``kit``, for each command's side effects) what children run."""
     _CLI["main"] = main
     _CLI["kit"] = kit
+
+
+def warm_parsers() -> None:
+    """Build every command's argparse parser in the engine, before it forks (the locale's)."""
+    kit = _CLI.get("kit")
+    if kit is not None:
+        kit.warm_parsers()
 
 
 HANDSHAKE_S = 10.0

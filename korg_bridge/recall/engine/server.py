@@ -32,6 +32,7 @@ import re
 import select
 import signal
 import socket
+import sqlite3
 import stat
 import sys
 import time
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from korg_bridge.errors import KorgError, UsageError
-from korg_bridge.recall.engine.child import Identity, serve_call
+from korg_bridge.recall.engine.child import Identity, serve_call, warm_parsers
 from korg_bridge.recall.engine.protocol import (
     HANDOFF,
     INFO_NAME,
@@ -147,6 +148,7 @@ def preload(env: Mapping[str, str]) -> list[str]:
     for rule in RULES:  # patterns that compile lazily (40 ms for the injection signs) do it here, once
         getattr(rule.pattern, "compiled", None)
     injection_signs("warm up")
+    warm_parsers()
     from korg_bridge.recall.semantic.model import model_available
 
     if model_available(env):
@@ -165,8 +167,10 @@ class _Vectors:
     """The history vectors the engine keeps for its children (:mod:`~korg_bridge.recall.semantic.
     resident`), loaded before serving and again, at most every :data:`VECTORS_EVERY_S`, after a call."""
 
-    def __init__(self, index: Path, model_id: str, dim: int) -> None:
+    def __init__(self, index: Path, model_id: str, dim: int, store: Path | None = None) -> None:
         self.index, self.model_id, self.dim = index, model_id, dim
+        self.store = store
+        """The SQLite store whose memory vectors are kept too (None: a team store, or none)."""
         self.loaded_at = 0.0
         self.warned = False
 
@@ -184,6 +188,12 @@ class _Vectors:
             if not self.warned:
                 self.warned = True
                 logger.warning("korg-recall: engine: history vectors not kept in memory: %s", exc)
+        if self.store is not None and self.store.exists():
+            from korg_bridge.recall.memory.backend.sqlite import resident
+
+            # Read-only, opened and closed here; a store not made yet, or busy, is read next time.
+            with contextlib.suppress(sqlite3.Error, OSError):
+                resident.keep(self.store, self.model_id, self.dim)
 
 
 class _Lock:
@@ -490,7 +500,7 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
     try:
         started = time.monotonic()
         models = preload(env)
-        engine.vectors = _kept_vectors(env, index, models)
+        engine.vectors = _kept_vectors(env, index, identity.store, models)
         # Everything loaded so far lives as long as the engine: out of the collector's sight, a
         # child's collections never walk (and so never copy) the pages it shares with the parent.
         gc.collect()
@@ -528,14 +538,15 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
     return 0
 
 
-def _kept_vectors(env: Mapping[str, str], index: Path, models: list[str]) -> _Vectors | None:
-    """The history vectors of the loaded model, kept for the children (none without a model)."""
+def _kept_vectors(env: Mapping[str, str], index: Path, store: str, models: list[str]) -> _Vectors | None:
+    """The history vectors of the loaded model, and the memory vectors of a SQLite ``store``, kept
+    for the children (none without a model)."""
     if not models:
         return None
     from korg_bridge.recall.semantic.modes import shared_embedder
 
     embedder = shared_embedder(env)
-    vectors = _Vectors(index, embedder.model_id, embedder.dim)
+    vectors = _Vectors(index, embedder.model_id, embedder.dim, None if "://" in store else Path(store))
     vectors.refresh(now=True)
     return vectors
 

@@ -48,9 +48,9 @@ __all__ = [
     "DEFAULT_BUDGET",
     "RESOURCE_URI",
     "Brief",
-    "brief_sql",
     "build_brief",
-    "count_sql",
+    "candidates_sql",
+    "rows_sql",
     "tokens",
 ]
 
@@ -65,12 +65,9 @@ EXCERPT_CHARS = 120
 HOOK_MAX_CHARS = 9500
 """Hook context longer than 10,000 characters is cut by Claude Code and Codex: stay under it."""
 
-GROUPS: tuple[tuple[str, str], ...] = (
-    ("Pinned, and how to work with the user", "pinned = 1 OR type IN ('user', 'feedback')"),
-    ("Recent project memories", "pinned = 0 AND type = 'project'"),
-    ("Other recent memories", "pinned = 0 AND type IN ('reference', 'note')"),
-)
-"""Brief sections, in order, with the rows each takes (constants: no user text reaches this SQL)."""
+SECTIONS = ("Pinned, and how to work with the user", "Recent project memories", "Other recent memories")
+"""Brief sections, in order: pinned memories and those of type user or feedback; project ones;
+reference and note ones (:func:`_section_of`)."""
 
 
 def tokens(text: str) -> int:
@@ -78,32 +75,32 @@ def tokens(text: str) -> int:
     return math.ceil(len(text.encode("utf-8")) / BYTES_PER_TOKEN)
 
 
-def brief_sql(group_where: str, scope_count: int, *, skip_auto_memory: bool, source_kind: str) -> str:
-    """One section's rows: live, trusted, unexpired heads in the scopes, not from an instructions
-    file (nor Claude Code's auto memory when asked), pinned then newest. ``source_kind`` is the
-    store's expression for ``source.kind`` (:meth:`~.memory.backend.Tx.source_field`). Params:
-    scopes, now, limit."""
-    return (
-        f"SELECT {_ROW_COLUMNS} FROM memory WHERE {_common_where(scope_count, skip_auto_memory, source_kind)} "
-        f"AND ({group_where}) ORDER BY pinned DESC, recorded_at DESC, id LIMIT ?"
-    )
+def candidates_sql(scope_count: int, *, skip_auto_memory: bool, source_kind: str) -> str:
+    """Every memory a brief may show -- live, trusted, unexpired heads in the scopes, not from an
+    instructions file (nor Claude Code's auto memory when asked) -- with only what places it in a
+    section and orders it there. ``source_kind`` is the store's expression for ``source.kind``
+    (:meth:`~.memory.backend.Tx.source_field`). Params: scopes, now.
+
+    One pass: the sections' sizes and their first rows come from it (four queries over the same
+    rows took most of a ``context`` call), and only the rows shown are read in full
+    (:func:`rows_sql`)."""
+    return f"SELECT rowid, type, pinned, recorded_at, id FROM memory WHERE {_common_where(scope_count, skip_auto_memory, source_kind)}"
 
 
-def count_sql(scope_count: int, *, skip_auto_memory: bool, source_kind: str) -> str:
-    """How many such memories there are by type and pinned, for the sections' sizes. Params: scopes, now."""
-    return (
-        f"SELECT type, pinned, count(*) FROM memory WHERE {_common_where(scope_count, skip_auto_memory, source_kind)} "
-        "GROUP BY type, pinned"
-    )
+def rows_sql(count: int) -> str:
+    """What a brief line shows of ``count`` memories, by rowid. Params: the rowids."""
+    return f"SELECT rowid, {_ROW_COLUMNS} FROM memory WHERE rowid IN ({', '.join('?' * count)})"
 
 
 def _section_of(kind: str, pinned: bool) -> int | None:
-    """Which of :data:`GROUPS` a memory of ``kind`` falls in (the same test as their SQL)."""
+    """Which of :data:`SECTIONS` a memory of ``kind`` falls in (None: none)."""
     if pinned or kind in ("user", "feedback"):
         return 0
     return 1 if kind == "project" else 2 if kind in ("reference", "note") else None
 
 
+_ROWS_AT_ONCE = 500
+"""Rowids per ``IN (...)`` (SQLite allows 32,766 parameters; PostgreSQL 65,535)."""
 _ROW_COLUMNS = f"id, type, title, substr(body, 1, {EXCERPT_CHARS * 3}), recorded_at, pinned, actor"
 PERSON = "user"
 """The actor of a person's own writes (:class:`~.memory.scopes.Context`): shown unquoted."""
@@ -275,26 +272,39 @@ def _memories(brief: Brief, ctx: Any, limit: int, *, skip_auto_memory: bool) -> 
     # No line is shorter than ~25 bytes: this many rows per section always fill the budget.
     room = int(limit * BYTES_PER_TOKEN) // 25 + 1
     params = (*scopes, iso(ctx.now))
-    totals = [0] * len(GROUPS)
-    sections: list[tuple[str, int, list[_Row]]] = []
+    grouped: list[list[tuple[int, str, str, int]]] = [[] for _ in SECTIONS]
     with opened as store:
         sync_mirror(store, ctx, scopes)
         claude_sync.refresh(store, ctx, scopes)
         with store.reading() as conn:
             kind_field = conn.source_field("kind")
-            for kind, pinned, count in conn.execute(
-                count_sql(len(scopes), skip_auto_memory=skip_auto_memory, source_kind=kind_field), params
-            ):
+            sql = candidates_sql(len(scopes), skip_auto_memory=skip_auto_memory, source_kind=kind_field)
+            for rowid, kind, pinned, recorded_at, memory_id in conn.execute(sql, params):
                 section = _section_of(str(kind), bool(pinned))
                 if section is not None:
-                    totals[section] += int(count)
-            for (title, where), total in zip(GROUPS, totals, strict=True):
-                sql = brief_sql(where, len(scopes), skip_auto_memory=skip_auto_memory, source_kind=kind_field)
-                rows = [
-                    _Row(str(a), str(b), str(c), str(d or ""), str(e), bool(f), str(g or ""))
-                    for a, b, c, d, e, f, g in (conn.execute(sql, (*params, room)) if total else ())
-                ]
-                sections.append((title, total, rows))
+                    grouped[section].append(
+                        (-int(bool(pinned)), str(recorded_at), str(memory_id), int(rowid))
+                    )
+            # Pinned first, then newest, then by id: what ORDER BY pinned DESC, recorded_at DESC, id
+            # gave. (Newest first on a string: sort by the rest ascending, stably, then by time reversed.)
+            shown: list[list[int]] = []
+            for members in grouped:
+                members.sort(key=lambda item: item[2])
+                members.sort(key=lambda item: item[1], reverse=True)
+                members.sort(key=lambda item: item[0])
+                shown.append([item[3] for item in members[:room]])
+            wanted = [rowid for rows in shown for rowid in rows]
+            found: dict[int, _Row] = {}
+            for start in range(0, len(wanted), _ROWS_AT_ONCE):
+                part = wanted[start : start + _ROWS_AT_ONCE]
+                for rowid, a, b, c, d, e, f, g in conn.execute(rows_sql(len(part)), tuple(part)):
+                    found[int(rowid)] = _Row(
+                        str(a), str(b), str(c), str(d or ""), str(e), bool(f), str(g or "")
+                    )
+    sections = [
+        (title, len(members), [found[rowid] for rowid in rows if rowid in found])
+        for title, members, rows in zip(SECTIONS, grouped, shown, strict=True)
+    ]
     full = False
     for title, total, rows in sections:
         if not total:

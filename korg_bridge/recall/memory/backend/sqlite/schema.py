@@ -219,6 +219,16 @@ MIGRATIONS: list[Migration] = [
             "CREATE TABLE sync_dirty (rowid INTEGER PRIMARY KEY)",
         ),
     ),
+    (
+        "m008_vector_lookups",
+        (
+            # Which rows have a vector of a model, without reading the vectors (a resident engine
+            # keeps them: korg_bridge/recall/memory/backend/sqlite/resident.py), and a scope's rows
+            # of every version, which a search ranks (the partial indexes above hold heads only).
+            "CREATE INDEX memory_vectors_model ON memory_vectors(model_id, dim, row)",
+            "CREATE INDEX memory_scope ON memory(scope, state)",
+        ),
+    ),
 ]
 
 TABLES = frozenset(

@@ -59,6 +59,8 @@ tens of MiB of index pages, and re-reading them doubled the time it held the wri
 QUICK_CHECK_MAX_BYTES = 8 * 1024 * 1024
 """``PRAGMA quick_check`` on open below this size (a few ms): corruption is reported before
 anything is written. Above it, the first statement touching a bad page reports it instead."""
+MMAP_BYTES = 1 << 28
+"""How much of the store SQLite maps (it clamps this to its compile-time limit)."""
 
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 
@@ -88,11 +90,13 @@ class SqliteTx:
 
     has_mirror = True
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path | None = None) -> None:
         from korg_bridge.recall.memory.backend.sqlite.fulltext import SQLITE_TEXT
         from korg_bridge.recall.memory.backend.sqlite.vectors import SQLITE_VECTORS
 
         self.conn = conn
+        self.path = path
+        """The store's file: a resident engine keeps this store's vectors by it (:mod:`.resident`)."""
         self.text = SQLITE_TEXT
         self.vectors = SQLITE_VECTORS
 
@@ -247,6 +251,9 @@ class SqliteStore:
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA temp_store = MEMORY")
+            # Reads through a map of the file, not a read() per page into a cache every new
+            # connection starts empty: a brief's four queries over a few thousand rows, 14 -> 10 ms.
+            conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             # A store with no memory yet is one whose creation was interrupted (killed between two
             # of its first migrations): nothing to protect, and a backup would only litter the folder.
             if seen and len(seen) < len(known) and _holds_memories(conn, names):
@@ -340,7 +347,7 @@ class SqliteStore:
             raise self.translate(exc) from exc
         try:
             try:
-                yield SqliteTx(conn)
+                yield SqliteTx(conn, self.path)
             except BaseException as exc:
                 if conn.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
@@ -372,7 +379,7 @@ class SqliteStore:
         conn = self.conn
         try:
             conn.execute("BEGIN")
-            yield SqliteTx(conn)
+            yield SqliteTx(conn, self.path)
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
         finally:

@@ -10,17 +10,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from korg_bridge.recall.memory.backend.sqlite.resident import IDENTITY_COLUMNS, stack
+
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Tx
 
 
-_HEADS = (
-    "SELECT m.rowid, m.id, m.title, m.body, v.vector FROM memory m LEFT JOIN memory_vectors v "
-    "ON v.row = m.rowid AND v.model_id = ? AND v.dim = ? "
-    "WHERE m.scope = ? AND m.superseded_by IS NULL AND m.state IN ('live', 'pending') "
-    "ORDER BY m.recorded_at DESC"
+_WITH_VECTORS = (
+    f"SELECT m.rowid, {IDENTITY_COLUMNS} FROM memory m "
+    "JOIN memory_vectors v ON v.model_id = ? AND v.dim = ? AND v.row = m.rowid WHERE {where} ORDER BY v.row"
 )
-"""Live and pending heads of a scope with their vector of one model, if any, newest first."""
+"""Rows of ``memory m`` matching ``{where}`` that have a vector of one model (found in the index
+``memory_vectors_model``, not read), in rowid order, with what :mod:`.resident` checks a kept vector against. Params: the
+model id, the dimension, the condition's."""
+_HEADS = "m.scope = ? AND m.superseded_by IS NULL AND m.state IN ('live', 'pending')"
+"""Live and pending heads of a scope."""
 
 
 def missing_sql(every_scope: bool) -> str:
@@ -75,23 +79,33 @@ class SqliteVectors:
     def drop(self, tx: Tx, rowids: Sequence[int]) -> None:
         tx.executemany("DELETE FROM memory_vectors WHERE row = ?", [(rowid,) for rowid in rowids])
 
+    def _scored(
+        self, tx: Tx, where: str, params: Sequence[object], model_id: str, dim: int, vector: Any
+    ) -> tuple[list[tuple[int, str]], Any]:
+        """(rowid, memory id) of the rows matching ``where`` with a vector of the model, in rowid
+        order, and each one's cosine to ``vector``: one matrix product over rows laid out the same
+        way whether their vectors were kept by an engine (:mod:`.resident`) or read here."""
+        import numpy as np
+
+        query = np.asarray(vector, dtype=np.float32)
+        if query.ndim != 1 or query.size != dim:
+            return [], np.zeros(0, dtype=np.float32)
+        found = [
+            (row[0], row[1:])
+            for row in tx.execute(_WITH_VECTORS.format(where=where), (model_id, dim, *params))
+        ]
+        if not found:
+            return [], np.zeros(0, dtype=np.float32)
+        places, matrix = stack(tx, found, model_id, dim)
+        return [(found[place][0], str(found[place][1][0])) for place in places], matrix @ query
+
     def cosines(
         self, tx: Tx, scope: str, model_id: str, dim: int, vector: Any, limit: int
     ) -> dict[str, float]:
         # Every head of the scope, one matrix product (a per-row dot product cost 11 ms at 10k).
-        import numpy as np
-
-        query = np.asarray(vector, dtype=np.float32)
-        rows = [
-            (str(memory_id), blob)
-            for _rowid, memory_id, _title, _body, blob in tx.execute(_HEADS, (model_id, dim, scope))
-            if blob is not None and len(blob) == 4 * query.size
-        ]
+        rows, sims = self._scored(tx, _HEADS, (scope,), model_id, dim, vector)
         out: dict[str, float] = {}
-        if not rows or query.ndim != 1:
-            return out
-        sims = (_matrix([blob for _, blob in rows], query.size) @ query).tolist()
-        for (memory_id, _), sim in zip(rows, sims, strict=True):
+        for (_rowid, memory_id), sim in zip(rows, sims.tolist(), strict=True):
             out[memory_id] = max(out.get(memory_id, -1.0), float(sim))
         return out
 
@@ -107,18 +121,9 @@ class SqliteVectors:
         # milliseconds, and an exact answer needs no index.
         import numpy as np
 
-        rows = [
-            (int(rowid), blob)
-            for rowid, blob in tx.execute(
-                "SELECT m.rowid, v.vector FROM memory m JOIN memory_vectors v ON v.row = m.rowid "
-                f"WHERE v.model_id = ? AND v.dim = ? AND {where}",
-                (model_id, dim, *params),
-            )
-            if len(blob) == 4 * dim
-        ]
+        rows, sims = self._scored(tx, where, params, model_id, dim, vector)
         if not rows or limit < 1:
             return []
-        sims = _matrix([blob for _, blob in rows], dim) @ np.asarray(vector, dtype=np.float32)
         order = np.argsort(-sims, kind="stable")[:limit]
         return [(rows[i][0], float(sims[i])) for i in order.tolist()]
 

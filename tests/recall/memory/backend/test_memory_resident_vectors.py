@@ -1,0 +1,156 @@
+"""Memory vectors a resident engine keeps (korg_bridge/recall/memory/backend/sqlite/resident.py):
+a search by meaning and a write's duplicate check give the very scores a fresh process computes
+-- the same floats, the same order -- after rows are added, purged or revised, when the file is
+replaced by another whose rowids hold other texts, and for another store (a tenant's), which
+never uses them."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from korg_bridge.recall.memory.backend.sqlite import resident
+from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
+from korg_bridge.recall.memory.records import Version, iso
+from korg_bridge.recall.memory.rows import insert_version
+from korg_bridge.recall.memory.search import match_where
+
+pytestmark = pytest.mark.no_store
+
+MODEL = "test-model"
+DIM = 16
+SCOPES = ("user", "project:/work/shop")
+NOW = 1_790_000_000.0
+
+
+@pytest.fixture(autouse=True)
+def nothing_kept() -> Iterator[None]:
+    resident._KEPT.clear()
+    yield
+    resident._KEPT.clear()
+
+
+def _vector(rng: Any) -> Any:
+    import numpy as np
+
+    row = rng.standard_normal(DIM).astype(np.float32)
+    return row / np.linalg.norm(row)
+
+
+def _add(store: SqliteStore, rng: Any, count: int, *, tag: str, twins: int = 0) -> list[int]:
+    """``count`` memories over the scopes, each with a vector (``twins`` of them share one)."""
+    rowids = []
+    shared = _vector(rng)
+    with store.write() as tx:
+        for n in range(count):
+            version = insert_version(
+                tx,
+                Version(
+                    id=f"m{tag}{n:06d}", version=1, scope=SCOPES[n % 2], type="project",
+                    title=f"{tag} note {n}", body=f"{tag} note {n} about release trains",
+                    content_hash=f"{tag}{n}", actor="agent", recorded_at=iso(NOW - n),
+                ),
+            )  # fmt: skip
+            assert version.rowid is not None
+            tx.vectors.put(tx, version.rowid, MODEL, DIM, shared if n < twins else _vector(rng))
+            rowids.append(version.rowid)
+    return rowids
+
+
+def _answers(store: SqliteStore, query: Any) -> tuple[list[tuple[int, float]], dict[str, float]]:
+    """What a search by meaning ranks, and a write's duplicate check for the first scope."""
+    where = match_where(len(SCOPES), 0, heads_only=False)
+    with store.reading() as tx:
+        nearest = tx.vectors.nearest_rows(tx, where, SCOPES, MODEL, DIM, query, 10_000)
+        cosines = tx.vectors.cosines(tx, SCOPES[0], MODEL, DIM, query, 10)
+    return nearest, cosines
+
+
+def _fresh(store: SqliteStore, query: Any) -> tuple[list[tuple[int, float]], dict[str, float]]:
+    kept = dict(resident._KEPT)
+    resident._KEPT.clear()
+    try:
+        return _answers(store, query)
+    finally:
+        resident._KEPT.update(kept)
+
+
+@pytest.fixture
+def rng() -> Any:
+    import numpy as np
+
+    return np.random.default_rng(22)
+
+
+def test_kept_vectors_give_the_bytes_a_fresh_process_computes_as_the_store_changes(
+    tmp_path: Path, rng: Any
+) -> None:
+    store = SqliteStore(tmp_path / "memory.sqlite")
+    _add(store, rng, 300, tag="a", twins=6)  # exact ties: their order is the rowids'
+    query = _vector(rng)
+    fresh = _fresh(store, query)
+    assert resident.keep(store.path, MODEL, DIM) == 300
+    assert _answers(store, query) == fresh and len(fresh[0]) == 300
+
+    added = _add(store, rng, 40, tag="b")  # written since: read from the store
+    with store.write() as tx:  # a purge: the vector goes, the row stays
+        tx.vectors.drop(tx, [added[0], 5])
+        tx.execute(
+            "UPDATE memory SET state = 'purged', title = '', body = '' WHERE rowid IN (?, ?)", (added[0], 5)
+        )
+    assert _answers(store, query) == _fresh(store, query)
+    assert resident.keep(store.path, MODEL, DIM) == 39  # the new rows but the purged one
+    assert _answers(store, query) == _fresh(store, query)
+    assert all(rowid not in (added[0], 5) for rowid, _ in _answers(store, query)[0])
+
+
+def test_a_file_replaced_under_the_engine_never_lends_its_rowids_the_old_vectors(
+    tmp_path: Path, rng: Any
+) -> None:
+    """A restored or copied-in store hands the same rowids to other texts: the kept vectors of the
+    old file are not theirs, whatever the rowid."""
+    store = SqliteStore(tmp_path / "memory.sqlite")
+    _add(store, rng, 120, tag="a")
+    resident.keep(store.path, MODEL, DIM)
+    other = SqliteStore(tmp_path / "other.sqlite")
+    _add(other, rng, 120, tag="z")
+    del store, other
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{tmp_path / 'memory.sqlite'}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(tmp_path / "other.sqlite", tmp_path / "memory.sqlite")
+    replaced = SqliteStore(tmp_path / "memory.sqlite")
+    query = _vector(rng)
+    assert _answers(replaced, query) == _fresh(replaced, query)
+    kept = resident.kept(replaced.path, MODEL, DIM)
+    assert kept is not None and kept.rows  # still held: only never used for these rows
+
+
+def test_another_store_never_uses_what_was_kept_for_the_engines(tmp_path: Path, rng: Any) -> None:
+    store = SqliteStore(tmp_path / "memory.sqlite")
+    _add(store, rng, 50, tag="a")
+    resident.keep(store.path, MODEL, DIM)
+    tenant = SqliteStore(tmp_path / "tenants" / "acme" / "memory.sqlite")
+    _add(tenant, rng, 50, tag="a")  # the same ids and rowids, other vectors
+    assert resident.kept(tenant.path, MODEL, DIM) is None
+    query = _vector(rng)
+    assert _answers(tenant, query) == _fresh(tenant, query)
+    assert _answers(tenant, query) != _answers(store, query)
+
+
+def test_keeping_reads_the_store_without_creating_or_changing_anything(tmp_path: Path, rng: Any) -> None:
+    missing = tmp_path / "none" / "memory.sqlite"
+    with pytest.raises(sqlite3.Error):  # the engine tries again later
+        resident.keep(missing, MODEL, DIM)
+    assert not missing.parent.exists()
+    store = SqliteStore(tmp_path / "memory.sqlite")
+    _add(store, rng, 10, tag="a")
+    del store
+    before = (tmp_path / "memory.sqlite").read_bytes()
+    assert resident.keep(tmp_path / "memory.sqlite", MODEL, DIM) == 10
+    assert resident.keep(tmp_path / "memory.sqlite", MODEL, DIM) == 0  # nothing new: nothing read
+    assert (tmp_path / "memory.sqlite").read_bytes() == before

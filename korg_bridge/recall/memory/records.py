@@ -204,7 +204,8 @@ class Version:
         values: dict[str, Any] = {"rowid": row[0]}
         for name, value in zip(COLUMNS, row[1:], strict=True):
             if name in _JSON_COLUMNS:
-                value = storable.loads(value) if value else _JSON_EMPTY[name]()
+                # "[]" (no tags, no provenance) is most rows: a search reads hundreds of them.
+                value = [] if value == "[]" else storable.loads(value) if value else _JSON_EMPTY[name]()
             elif name in _BOOL_COLUMNS:
                 value = bool(value)
             values[name] = value

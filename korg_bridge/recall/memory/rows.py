@@ -113,12 +113,25 @@ def lineage(conn: Tx, memory_id: str) -> list[Version]:
 
 def head(conn: Tx, memory_id: str) -> Version | None:
     """The current version of ``memory_id``: its newest non-pending head, else its pending proposal."""
-    rows = select_versions(
-        conn,
-        "id = ? AND superseded_by IS NULL ORDER BY state = 'pending', version DESC LIMIT 1",
-        (memory_id,),
-    )
-    return rows[0] if rows else None
+    return heads(conn, [memory_id]).get(memory_id)
+
+
+def heads(conn: Tx, memory_ids: Sequence[str]) -> dict[str, Version]:
+    """:func:`head` of each of ``memory_ids`` (unknown ones left out), a query per :data:`CHUNK`
+    of them: a search whose matches are older versions needs the heads of dozens of lineages."""
+    found: dict[str, Version] = {}
+    for part in chunks(list(dict.fromkeys(memory_ids))):
+        marks = ", ".join("?" * len(part))
+        for version in select_versions(conn, f"id IN ({marks}) AND superseded_by IS NULL", tuple(part)):
+            held = found.get(version.id)
+            if held is None or _current_first(version) < _current_first(held):
+                found[version.id] = version
+    return found
+
+
+def _current_first(version: Version) -> tuple[bool, int]:
+    """Sorts a lineage's heads as :func:`head` picks: not pending first, then the newest."""
+    return (version.state == "pending", -version.version)
 
 
 def required_proposal(conn: Tx, memory_id: str) -> Version:

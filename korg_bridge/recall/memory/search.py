@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from korg_bridge.recall.history.query.fts import STOPWORDS, query_terms
 from korg_bridge.recall.memory.records import Version, iso
-from korg_bridge.recall.memory.rows import head, lineage, select_versions
+from korg_bridge.recall.memory.rows import heads, lineage, select_versions
 from korg_bridge.recall.memory.scoring import MEMORY_WEIGHTS, Candidate, Meaning, MemoryHit, score
 
 if TYPE_CHECKING:
@@ -165,6 +165,8 @@ def _candidates(
     rows_of: dict[str, list[Version]] = {}
     for version in found:
         rows_of.setdefault(version.id, []).append(version)
+    headless = [i for i, vs in rows_of.items() if as_of is None and not any(v.is_head for v in vs)]
+    current = heads(conn, headless) if headless else {}
     for memory_id, versions in rows_of.items():
         rowids = [v.rowid or 0 for v in versions]
         best_raw = max(raw.get(rowid, 0.0) for rowid in rowids)
@@ -177,7 +179,7 @@ def _candidates(
                 newest = max(v.version for v in every if v.state != "pending")
                 out.append(Candidate(effective, best_raw, best_cosine, effective.version == newest, whole))
             continue
-        latest = next((v for v in versions if v.is_head), None) or head(conn, memory_id)
+        latest = next((v for v in versions if v.is_head), None) or current.get(memory_id)
         if latest is None or latest.state != "live" or (latest.expires_at or "~") <= now_iso:
             continue
         out.append(Candidate(latest, best_raw, best_cosine, True, whole))
@@ -424,9 +426,5 @@ def forget_matches(conn: Tx, query: str, scopes: Sequence[str], mode: str) -> li
         f"AND m.state != 'purged' {heads_only} ORDER BY m.id LIMIT ?"
     )
     ids = [row[0] for row in conn.execute(sql, (*params, *scopes, FORGET_MAX + 1))]
-    out: list[Version] = []
-    for memory_id in ids:
-        current = head(conn, memory_id)
-        if current is not None and current.state != "purged":
-            out.append(current)
-    return out
+    current = heads(conn, ids)
+    return [current[i] for i in ids if i in current and current[i].state != "purged"]

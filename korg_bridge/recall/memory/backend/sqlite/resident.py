@@ -10,7 +10,8 @@ has nothing here and reads every vector, as before.
 
 A kept vector stands for a row only while the row is the one it was loaded for: the same memory
 id, version, ``recorded_at`` and content hash (a restored or replaced file may hand a rowid to
-another text), and only if the row has a vector of the model in the store now (an index lists
+another text; compared as a 64-bit fingerprint held, like the vectors, in numpy arrays: touching a
+Python object per row would make a child copy the pages they live on), and only if the row has a vector of the model in the store now (an index lists
 them without reading them: store migration ``m008``). Anything else is read from the store. The
 matrix a call scores is assembled row by row in rowid order whichever way each row came, so the
 scores are the bytes a fresh process computes.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,13 +52,23 @@ IDENTITY_COLUMNS = "m.id, m.version, m.recorded_at, m.content_hash"
 """Memory id, version, recorded_at and content hash, as columns of ``memory m``."""
 
 
-@dataclass(slots=True)
-class Kept:
-    """One store's vectors of one model: ``rows[rowid] = (identity, position in matrix)``."""
+def _fingerprint(identity: Identity) -> int:
+    """A row's identity as one 64-bit number. ``hash`` of the tuple: the engine and its children
+    share the interpreter's hash secret (they are forks of one process), so both compute the same
+    number; two different identities share one with odds of 2**-64."""
+    return hash(identity)
 
-    rows: dict[int, tuple[Identity, int]] = field(default_factory=dict)
-    matrix: NDArray[numpy.float32] | None = None
-    last: int = 0
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """One store's vectors of one model, as numpy arrays only: a child reads them without touching
+    (and so without copying) a Python object per row. ``rowids`` ascending; ``fingerprints`` and
+    ``matrix`` rows in the same order."""
+
+    rowids: NDArray[numpy.int64]
+    fingerprints: NDArray[numpy.int64]
+    matrix: NDArray[numpy.float32]
+    last: int
     """The greatest rowid looked at: the next load reads only rows after it."""
 
 
@@ -83,7 +94,9 @@ def keep(path: Path, model_id: str, dim: int) -> int:
     """
     import numpy as np
 
-    have = _KEPT.get(_key(path, model_id, dim)) or Kept()
+    key = _key(path, model_id, dim)
+    have = _KEPT.get(key)
+    last = 0 if have is None else have.last
     from urllib.parse import quote
 
     conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5.0)
@@ -91,23 +104,24 @@ def keep(path: Path, model_id: str, dim: int) -> int:
         rows = conn.execute(
             f"SELECT v.row, v.vector, {IDENTITY_COLUMNS} FROM memory_vectors v "
             "JOIN memory m ON m.rowid = v.row WHERE v.model_id = ? AND v.dim = ? AND v.row > ? ORDER BY v.row",
-            (model_id, dim, have.last),
+            (model_id, dim, last),
         ).fetchall()
     finally:
         conn.close()
-    room = BUDGET_BYTES // (4 * dim) - len(have.rows)
-    fresh = [row for row in rows if len(row[1]) == 4 * dim][: max(room, 0)]
-    if not fresh and have.last >= (rows[-1][0] if rows else 0):
-        _KEPT[_key(path, model_id, dim)] = have
+    if not rows:
         return 0
-    added = np.frombuffer(b"".join(row[1] for row in fresh), dtype=np.float32).reshape(len(fresh), dim)
-    matrix = added.copy() if have.matrix is None else np.concatenate([have.matrix, added])
-    rows_kept = dict(have.rows)
-    start = 0 if have.matrix is None else len(have.matrix)
-    for offset, (rowid, _blob, *columns) in enumerate(fresh):
-        rows_kept[int(rowid)] = (tuple(columns), start + offset)
-    last = max([have.last, *(int(row[0]) for row in rows)])
-    _KEPT[_key(path, model_id, dim)] = Kept(rows_kept, matrix, last)
+    room = BUDGET_BYTES // (4 * dim) - (0 if have is None else len(have.rowids))
+    fresh = [row for row in rows if len(row[1]) == 4 * dim][: max(room, 0)]
+    rowids = np.fromiter((row[0] for row in fresh), dtype=np.int64, count=len(fresh))
+    fingerprints = np.fromiter(
+        (_fingerprint(tuple(row[2:])) for row in fresh), dtype=np.int64, count=len(fresh)
+    )
+    matrix = np.frombuffer(b"".join(row[1] for row in fresh), dtype=np.float32).reshape(len(fresh), dim)
+    if have is not None:
+        rowids = np.concatenate([have.rowids, rowids])
+        fingerprints = np.concatenate([have.fingerprints, fingerprints])
+        matrix = np.concatenate([have.matrix, matrix])
+    _KEPT[key] = Kept(rowids, fingerprints, matrix.copy() if have is None else matrix, int(rows[-1][0]))
     return len(fresh)
 
 
@@ -121,27 +135,22 @@ def stack(
 
     here = kept(getattr(conn, "path", None), model_id, dim)
     matrix = np.empty((len(found), dim), dtype=np.float32)
-    missing: dict[int, int] = {}
-    if here is None or here.matrix is None:
-        missing = {rowid: place for place, (rowid, _identity) in enumerate(found)}
+    if here is None or not len(here.rowids) or not found:
+        missing = list(range(len(found)))
     else:
-        rows = here.rows
-        places: list[int] = []
-        positions: list[int] = []
-        for place, (rowid, identity) in enumerate(found):
-            entry = rows.get(rowid)
-            if entry is not None and entry[0] == identity:
-                places.append(place)
-                positions.append(entry[1])
-            else:
-                missing[rowid] = place
-        if places:
-            matrix[places] = here.matrix[positions]
+        rowids = np.fromiter((rowid for rowid, _ in found), dtype=np.int64, count=len(found))
+        prints = np.fromiter(
+            (_fingerprint(identity) for _, identity in found), dtype=np.int64, count=len(found)
+        )
+        at = np.minimum(np.searchsorted(here.rowids, rowids), len(here.rowids) - 1)
+        same = (here.rowids[at] == rowids) & (here.fingerprints[at] == prints)
+        matrix[same] = here.matrix[at[same]]
+        missing = np.flatnonzero(~same).tolist()
     unreadable: list[int] = []
     if missing:
-        read = read_vectors(conn, list(missing), model_id, dim)
-        for rowid, place in missing.items():
-            vector = read.get(rowid)
+        read = read_vectors(conn, [found[place][0] for place in missing], model_id, dim)
+        for place in missing:
+            vector = read.get(found[place][0])
             if vector is None:
                 unreadable.append(place)
             else:

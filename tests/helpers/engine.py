@@ -32,10 +32,12 @@ def korg_recall() -> list[str]:
     return [found] if found else [sys.executable, "-m", "korg_bridge.recall.cli.app"]
 
 
-def calls(pid: int) -> list[int]:
-    """The engine ``pid``'s children running a call (not the spare waiting for the next one)."""
-    from korg_bridge.recall.engine.server import CALL_NAME
+def calls(pid: int, *, spares: bool = False) -> list[int]:
+    """The engine ``pid``'s children running a call (and, with ``spares``, the one forked ahead
+    for the next call)."""
+    from korg_bridge.recall.engine.server import CALL_NAME, SPARE_NAME
 
+    names = (CALL_NAME, SPARE_NAME) if spares else (CALL_NAME,)
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -44,7 +46,7 @@ def calls(pid: int) -> list[int]:
                     name, rest = handle.read().split(" (", 1)[1].rsplit(")", 1)
             except (OSError, ValueError, IndexError):
                 continue
-            if int(rest.split()[1]) == pid and name == CALL_NAME:
+            if int(rest.split()[1]) == pid and name in names:
                 found.append(int(entry))
     return found
 

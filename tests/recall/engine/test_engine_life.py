@@ -246,7 +246,7 @@ def test_kill_9_at_many_points_of_remember_lands_every_acknowledged_write_exactl
     def killer() -> None:
         while not stop.is_set():
             time.sleep(rng.uniform(0.0, 0.25))
-            for pid in calls(engine.pid):
+            for pid in calls(engine.pid, spares=True):  # a call's child, or the spare about to be one
                 if rng.random() < 0.5:
                     with_suppress_kill(pid)
 
@@ -343,6 +343,27 @@ def test_calls_run_concurrently_in_the_engine(engine: Running, env: dict[str, st
     outs = [proc.communicate(timeout=BOUND) for proc in procs]
     assert all(proc.returncode == 0 for proc in procs), outs
     assert len({out for out, _ in outs}) == 1
+
+
+def test_a_spare_waits_for_each_next_call_and_one_killed_is_replaced(
+    engine: Running, env: dict[str, str], project: Path
+) -> None:
+    """The engine forks the child of the next call ahead of it (named korg-spare for ps); a spare
+    killed from outside costs nothing but a fork: the next call is still the engine's, and the
+    engine's process group (Ctrl-C at its terminal) is not the spare's."""
+
+    def spares() -> list[int]:
+        return sorted(set(calls(engine.pid, spares=True)) - set(calls(engine.pid)))
+
+    assert wait_for(lambda: len(spares()) == 1)
+    spare = spares()[0]
+    assert os.getpgid(spare) == spare != os.getpgid(engine.pid)
+    assert answered(env, project)  # the spare took that call; another waits for the next
+    assert wait_for(lambda: spares() not in ([], [spare]))
+    os.kill(spares()[0], signal.SIGKILL)
+    assert answered(env, project)
+    assert wait_for(lambda: len(spares()) == 1)
+    assert wait_for(lambda: not calls(engine.pid))  # every call's child ended and was reaped
 
 
 # --- starting and stopping ------------------------------------------------------------------------

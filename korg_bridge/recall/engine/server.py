@@ -76,6 +76,8 @@ BACKLOG = 64
 """Connections the kernel queues while every child slot is taken."""
 TICK_S = 1.0
 """The longest the parent sleeps between looks at its children and the idle clock."""
+SPARE_EXIT_S = 10.0
+"""How long a spare told to go may take (it finishes its warm-up, tens of milliseconds)."""
 VECTORS_EVERY_S = 1.0
 """The most often the engine reads the history vectors written since (a listing, then the new chunks)."""
 PRELOAD = (
@@ -387,14 +389,23 @@ class Engine:
             self._fork_spare(listener, lock_fd)
 
     def _drop_spare(self) -> None:
-        """End the spare (its socket pair closing) and reap it."""
+        """End the spare (its socket pair closing: it exits once its warm-up is done) and reap it;
+        one that has not gone within :data:`SPARE_EXIT_S` is killed."""
         if self.spare is None:
             return
         pid, ours = self.spare
         self.spare = None
         ours.close()
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+        deadline = time.monotonic() + SPARE_EXIT_S
+        try:
+            while os.waitpid(pid, os.WNOHANG)[0] == 0:
+                if time.monotonic() >= deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)  # immediate: SIGKILL cannot be caught or held
+                    return
+                time.sleep(0.01)
+        except (ChildProcessError, ProcessLookupError):
+            return
 
     def loop(self, listener: socket.socket, lock_fd: int) -> None:
         self.last = time.monotonic()  # idle from the moment it listens, not from before the preload

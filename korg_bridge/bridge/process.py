@@ -171,6 +171,7 @@ async def run_process(
     started = time.monotonic()
     out = _CappedBuffer(stdout_cap)
     err = _CappedBuffer(stderr_cap)
+    _REAPER.ready()
     process = await anyio.open_process(
         list(argv),
         stdin=subprocess.DEVNULL,

@@ -20,7 +20,7 @@ SIGKILL after the grace period to whatever is left, and exits.
 What still escapes: a process that leaves its group on purpose (``setsid``,
 a daemon's double fork into a new session), and a child started in the
 instant between its spawn and the ``+PGID`` line when the bridge dies right
-then. Background processes a finished call left behind are not tracked
+then (the reaper is started before the spawn, so that instant is one write). Background processes a finished call left behind are not tracked
 either: the call is over, they were meant to outlive it.
 
 This file is also the reaper's program (``python -I -S reaper.py GRACE``),
@@ -140,6 +140,14 @@ class Reaper:
     def pid(self) -> int | None:
         """The running reaper's pid, once one was started."""
         return self._pid
+
+    def ready(self) -> None:
+        """Start the reaper now, before a child is spawned, so that registering the child's group
+        right after the spawn is one write: the window in which a bridge killed at that instant
+        leaves the group untracked shrinks from a process start to a system call."""
+        with self._lock:
+            if self._fd is None:
+                self._start()
 
     def watch(self, pgid: int) -> None:
         """``pgid`` now runs a call: end it if the bridge dies."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.recall.memory.backend.sqlite.resident import IDENTITY_COLUMNS, stack
+from korg_bridge.recall.memory.backend.sqlite.resident import IDENTITY_COLUMNS, read_vectors, stack
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Tx
@@ -47,12 +47,6 @@ def coverage_sql(scope_count: int | None) -> str:
         "ON v.row = m.rowid AND v.model_id = ? AND v.dim = ? "
         f"WHERE m.superseded_by IS NULL AND m.state = 'live'{scopes}"
     )
-
-
-def _matrix(blobs: Sequence[bytes], dim: int) -> Any:
-    import numpy as np
-
-    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
 
 
 class SqliteVectors:
@@ -132,43 +126,36 @@ class SqliteVectors:
     ) -> dict[int, float]:
         import numpy as np
 
-        if not rowids:
+        order, matrix = _read_matrix(tx, rowids, model_id, dim)
+        if not order:
             return {}
-        marks = ", ".join("?" * len(rowids))
-        rows = [
-            (int(rowid), blob)
-            for rowid, blob in tx.execute(
-                f"SELECT row, vector FROM memory_vectors WHERE model_id = ? AND dim = ? AND row IN ({marks})",
-                (model_id, dim, *rowids),
-            )
-            if len(blob) == 4 * dim
-        ]
-        if not rows:
-            return {}
-        sims = _matrix([blob for _, blob in rows], dim) @ np.asarray(vector, dtype=np.float32)
-        return {rowid: float(sim) for (rowid, _), sim in zip(rows, sims.tolist(), strict=True)}
+        sims = matrix @ np.asarray(vector, dtype=np.float32)
+        return {rowid: float(sim) for rowid, sim in zip(order, sims.tolist(), strict=True)}
 
     def alike(self, tx: Tx, rowids: Sequence[int], model_id: str, dim: int) -> dict[tuple[int, int], float]:
         if len(rowids) < 2:
             return {}
-        marks = ", ".join("?" * len(rowids))
-        rows = sorted(
-            (int(rowid), blob)
-            for rowid, blob in tx.execute(
-                f"SELECT row, vector FROM memory_vectors WHERE model_id = ? AND dim = ? AND row IN ({marks})",
-                (model_id, dim, *rowids),
-            )
-            if len(blob) == 4 * dim
-        )
-        if len(rows) < 2:
+        order, matrix = _read_matrix(tx, rowids, model_id, dim)
+        if len(order) < 2:
             return {}
-        matrix = _matrix([blob for _, blob in rows], dim)
         sims = (matrix @ matrix.T).tolist()
         return {
-            (rows[i][0], rows[j][0]): float(sims[i][j])
-            for i in range(len(rows))
-            for j in range(i + 1, len(rows))
+            (order[i], order[j]): float(sims[i][j])
+            for i in range(len(order))
+            for j in range(i + 1, len(order))
         }
+
+
+def _read_matrix(tx: Tx, rowids: Sequence[int], model_id: str, dim: int) -> tuple[list[int], Any]:
+    """The vectors of the model of these rows, read from the store, one row each in rowid order
+    (rows without a readable one left out), and their rowids."""
+    import numpy as np
+
+    read = read_vectors(tx, list(dict.fromkeys(rowids)), model_id, dim) if rowids else {}
+    order = sorted(read)
+    if not order:
+        return [], np.zeros((0, dim), dtype=np.float32)
+    return order, np.stack([read[rowid] for rowid in order])
 
 
 SQLITE_VECTORS = SqliteVectors()

@@ -99,8 +99,6 @@ def _section_of(kind: str, pinned: bool) -> int | None:
     return 1 if kind == "project" else 2 if kind in ("reference", "note") else None
 
 
-_ROWS_AT_ONCE = 500
-"""Rowids per ``IN (...)`` (SQLite allows 32,766 parameters; PostgreSQL 65,535)."""
 _ROW_COLUMNS = f"id, type, title, substr(body, 1, {EXCERPT_CHARS * 3}), recorded_at, pinned, actor"
 PERSON = "user"
 """The actor of a person's own writes (:class:`~.memory.scopes.Context`): shown unquoted."""
@@ -264,6 +262,7 @@ def _memories(brief: Brief, ctx: Any, limit: int, *, skip_auto_memory: bool) -> 
     from korg_bridge.recall.interop.claude import intake as claude_sync
     from korg_bridge.recall.memory.mirror.readback import sync_mirror
     from korg_bridge.recall.memory.records import iso
+    from korg_bridge.recall.memory.rows import chunks
 
     scopes = list(ctx.visible_scopes)
     opened = claude_sync.open_for_reading(ctx, scopes)
@@ -295,8 +294,7 @@ def _memories(brief: Brief, ctx: Any, limit: int, *, skip_auto_memory: bool) -> 
                 shown.append([item[3] for item in members[:room]])
             wanted = [rowid for rows in shown for rowid in rows]
             found: dict[int, _Row] = {}
-            for start in range(0, len(wanted), _ROWS_AT_ONCE):
-                part = wanted[start : start + _ROWS_AT_ONCE]
+            for part in chunks(wanted):
                 for rowid, a, b, c, d, e, f, g in conn.execute(rows_sql(len(part)), tuple(part)):
                     found[int(rowid)] = _Row(
                         str(a), str(b), str(c), str(d or ""), str(e), bool(f), str(g or "")

@@ -11,7 +11,7 @@ on both backends. A lineage's *head* is its row with
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from korg_bridge.recall.memory.records import COLUMNS, Version
 
@@ -38,6 +38,7 @@ __all__ = [
 _SELECT = "SELECT rowid, " + ", ".join(COLUMNS) + " FROM memory"
 _INSERT_MANY = f"INSERT INTO memory ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 _INSERT = f"{_INSERT_MANY} RETURNING rowid"
+T = TypeVar("T")
 CHUNK = 500
 """Values bound in one ``IN (…)``: below SQLite's oldest limit of 999 parameters."""
 
@@ -96,7 +97,7 @@ def index_versions(conn: Tx, versions: Sequence[Version]) -> None:
     conn.mark_dirty_many(list(dict.fromkeys(version.id for version in versions)))
 
 
-def chunks(values: Sequence[str]) -> list[Sequence[str]]:
+def chunks(values: Sequence[T]) -> list[Sequence[T]]:
     """``values`` in slices of at most :data:`CHUNK`, for ``IN (…)`` lists."""
     return [values[start : start + CHUNK] for start in range(0, len(values), CHUNK)]
 

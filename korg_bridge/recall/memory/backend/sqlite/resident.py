@@ -161,19 +161,16 @@ def stack(
     return left, matrix[left]
 
 
-IN_AT_ONCE = 500
-"""Rowids per ``IN (...)``."""
-
-
 def read_vectors(
     conn: Any, rowids: Sequence[int], model_id: str, dim: int
 ) -> dict[int, NDArray[numpy.float32]]:
     """The vectors of the model of these rows, from the store (rows without one are left out)."""
     import numpy as np
 
+    from korg_bridge.recall.memory.rows import chunks
+
     out: dict[int, NDArray[numpy.float32]] = {}
-    for start in range(0, len(rowids), IN_AT_ONCE):
-        part = rowids[start : start + IN_AT_ONCE]
+    for part in chunks(rowids):
         marks = ", ".join("?" * len(part))
         for rowid, blob in conn.execute(
             f"SELECT row, vector FROM memory_vectors WHERE model_id = ? AND dim = ? AND row IN ({marks})",

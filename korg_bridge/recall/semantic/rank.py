@@ -158,20 +158,39 @@ def candidates_sql(filters: Filters) -> tuple[str, list[Any]] | None:
     return f"SELECT e.id FROM events e WHERE {where}", params
 
 
+LISTED_MAX = 8
+"""Rowids a ``MATCH`` is asked about one by one (``rowid IN (…)``); more are found in one pass over
+the matching events between the least and the greatest. FTS5 restarts its query for every listed
+rowid -- 0.04-0.35 ms each over 20k events, by how common the words are -- where one pass costs
+about 2 µs per matching event: for hybrid's hundred candidates the pass was 2-10 times faster
+(``bench/engine_bench.py``'s queries)."""
+
+
+def _of_rows(select: str, count: int) -> str:
+    """``select`` (over ``events_fts``, first parameter the ``MATCH``) restricted to ``count`` given
+    rowids (params: the rowids), or for more than :data:`LISTED_MAX` to the span between the least
+    and the greatest (params: those two; the caller keeps the rows asked about)."""
+    if count <= LISTED_MAX:
+        return f"{select}\nWHERE events_fts MATCH ? AND rowid IN ({_placeholders(count)})"
+    return f"{select}\nWHERE events_fts MATCH ? AND rowid BETWEEN ? AND ?"
+
+
+def _rows_params(ids: Sequence[int]) -> list[int]:
+    """The parameters :func:`_of_rows` takes after the ``MATCH`` for ``ids``."""
+    return list(ids) if len(ids) <= LISTED_MAX else [min(ids), max(ids)]
+
+
 def complete_sql(terms: Sequence[str], count: int) -> tuple[str, str]:
     """``(sql, match)``: which of ``count`` rowids hold every one of ``terms`` (an FTS5 AND of
-    quoted phrases, so no term can change the expression's meaning)."""
+    quoted phrases, so no term can change the expression's meaning); see :func:`_of_rows`."""
     match = " AND ".join('"' + term.replace('"', '""') + '"' for term in terms)
-    sql = f"SELECT rowid FROM events_fts\nWHERE events_fts MATCH ? AND rowid IN ({_placeholders(count)})"
-    return sql, match
+    return _of_rows("SELECT rowid FROM events_fts", count), match
 
 
 def bm25_of_sql(count: int) -> str:
-    """FTS5 ``bm25()`` of ``count`` given rowids for one ``MATCH`` expression (the first parameter)."""
-    return (
-        "SELECT rowid, bm25(events_fts) FROM events_fts\n"
-        f"WHERE events_fts MATCH ? AND rowid IN ({_placeholders(count)})"
-    )
+    """FTS5 ``bm25()`` of ``count`` given rowids for one ``MATCH`` expression (the first parameter);
+    see :func:`_of_rows`."""
+    return _of_rows("SELECT rowid, bm25(events_fts) FROM events_fts", count)
 
 
 def details_of_sql(count: int) -> str:
@@ -196,8 +215,10 @@ def _bm25_of(index: Index, match: str, ids: Sequence[int]) -> dict[int, float]:
     """Raw FTS5 ``bm25()`` values of some events for ``match`` (absent: no term matches)."""
     if not match or not ids:
         return {}
-    rows = index.read(lambda conn: conn.execute(bm25_of_sql(len(ids)), [match, *ids]).fetchall())
-    return {int(event_id): float(value) for event_id, value in rows}
+    wanted = set(ids)
+    sql, params = bm25_of_sql(len(wanted)), [match, *_rows_params(list(wanted))]
+    rows = index.read(lambda conn: conn.execute(sql, params).fetchall())
+    return {int(event_id): float(value) for event_id, value in rows if event_id in wanted}
 
 
 def _complete(index: Index, query: str, ids: Sequence[int]) -> set[int]:
@@ -205,8 +226,10 @@ def _complete(index: Index, query: str, ids: Sequence[int]) -> set[int]:
     terms = query_terms(query)
     if not terms or not ids:
         return set()
-    sql, match = complete_sql(terms, len(ids))
-    return {int(row[0]) for row in index.read(lambda conn: conn.execute(sql, [match, *ids]).fetchall())}
+    wanted = set(ids)
+    sql, match = complete_sql(terms, len(wanted))
+    params = [match, *_rows_params(list(wanted))]
+    return {int(row[0]) for row in index.read(lambda conn: conn.execute(sql, params).fetchall())} & wanted
 
 
 def _times(index: Index, ids: Sequence[int]) -> dict[int, float | None]:

@@ -196,7 +196,7 @@ def test_the_bm25_of_a_vector_candidate_is_the_value_a_full_keyword_ranking_give
 ) -> None:
     from korg_bridge.recall.history.index import Index
     from korg_bridge.recall.history.query.fts import Filters, keyword_sql, quote_fts
-    from korg_bridge.recall.semantic.rank import bm25_of_sql
+    from korg_bridge.recall.semantic.rank import LISTED_MAX, _bm25_of, bm25_of_sql
 
     match = quote_fts("database started")
     sql = bm25_of_sql(2)
@@ -206,8 +206,16 @@ def test_the_bm25_of_a_vector_candidate_is_the_value_a_full_keyword_ranking_give
         exact = index.read(lambda conn: dict(conn.execute(sql, [match, 1, 6]).fetchall()))
         full_sql, params = keyword_sql(match, Filters(sources=None), limit=100)
         ranked = index.read(lambda conn: dict(conn.execute(full_sql, params).fetchall()))
+        # Past LISTED_MAX rowids, one pass over the span: the same values for the rows asked about.
+        many = [*range(1, LISTED_MAX + 2), 6]
+        spanned = _bm25_of(index, match, many)
+        listed = {
+            i: v for i in many for i, v in index.read(lambda c, i=i: c.execute(sql, [match, i, i]).fetchall())
+        }
     assert set(exact) == {1}  # event 6 matches no term: absent, so its BM25 counts as 0
     assert exact[1] == pytest.approx(ranked[1])
+    assert spanned == pytest.approx(listed) and 6 not in spanned and set(spanned) <= set(many)
+    assert bm25_of_sql(LISTED_MAX + 1).endswith("rowid BETWEEN ? AND ?")
 
 
 def test_the_all_terms_check_quotes_each_term_so_no_operator_survives() -> None:
@@ -216,6 +224,7 @@ def test_the_all_terms_check_quotes_each_term_so_no_operator_survives() -> None:
     sql, match = complete_sql(["not", 'a"b', "x*", "col:val"], 2)
     assert match == '"not" AND "a""b" AND "x*" AND "col:val"'
     assert sql.endswith("WHERE events_fts MATCH ? AND rowid IN (?, ?)")
+    assert complete_sql(["a"], 50)[0].endswith("WHERE events_fts MATCH ? AND rowid BETWEEN ? AND ?")
 
 
 def test_ranking_modules_never_import_the_search_dispatcher() -> None:

@@ -130,6 +130,44 @@ def test_a_file_replaced_under_the_engine_never_lends_its_rowids_the_old_vectors
     assert kept is not None and len(kept.rowids)  # still held: only never used for these rows
 
 
+def test_a_vector_rewritten_in_place_or_a_backup_restored_is_never_answered_from_the_kept_copy(
+    tmp_path: Path, rng: Any
+) -> None:
+    """Whatever writes a vector row -- an older korg-recall, a person with sqlite3 -- the store gives
+    it a new stamp; a restored backup that then grows again holds other vectors at the rowids the
+    engine kept, and their stamps are not the kept ones."""
+    import numpy as np
+
+    store = SqliteStore(tmp_path / "memory.sqlite")
+    rowids = _add(store, rng, 60, tag="a")
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every write in the file: a whole backup
+    shutil.copyfile(tmp_path / "memory.sqlite", tmp_path / "backup.sqlite")
+    _add(store, rng, 20, tag="b")
+    resident.keep(store.path, MODEL, DIM)
+    query = _vector(rng)
+    with store.write() as tx:  # raw SQL, as another program would write it
+        tx.execute(
+            "UPDATE memory_vectors SET vector = ? WHERE row = ?",
+            (np.asarray(query, dtype=np.float32).tobytes(), rowids[7]),
+        )
+    answers = _answers(store, query)
+    assert answers == _fresh(store, query) and answers[0][0][0] == rowids[7]
+    assert answers[0][0][1] == pytest.approx(1.0)
+    store.conn.close()
+    del store
+    for suffix in ("-wal", "-shm"):
+        Path(f"{tmp_path / 'memory.sqlite'}{suffix}").unlink(missing_ok=True)
+    with open(tmp_path / "backup.sqlite", "rb") as src, open(tmp_path / "memory.sqlite", "r+b") as dst:
+        data = src.read()  # copied over the same inode, as `cp backup memory.sqlite` does
+        dst.truncate(0)
+        dst.write(data)
+    restored = SqliteStore(tmp_path / "memory.sqlite")
+    with restored.reading() as tx:
+        assert tx.execute("SELECT count(*) FROM memory").fetchone()[0] == 60
+    _add(restored, rng, 20, tag="c")  # the rowids the engine kept for "b", other vectors
+    assert _answers(restored, query) == _fresh(restored, query)
+
+
 def test_another_store_never_uses_what_was_kept_for_the_engines(tmp_path: Path, rng: Any) -> None:
     store = SqliteStore(tmp_path / "memory.sqlite")
     _add(store, rng, 50, tag="a")

@@ -8,13 +8,14 @@ serves and, at most once a second, after a call (only rows it has not seen: rowi
 each call's child inherits the copy (:mod:`korg_bridge.recall.engine.server`). A fresh process
 has nothing here and reads every vector, as before.
 
-A kept vector stands for a row only while the row is the one it was loaded for: the same memory
-id, version, ``recorded_at`` and content hash (a restored or replaced file may hand a rowid to
-another text; compared as a 64-bit fingerprint held, like the vectors, in numpy arrays: touching a
-Python object per row would make a child copy the pages they live on), and only if the row has a vector of the model in the store now (an index lists
-them without reading them: store migration ``m008``). Anything else is read from the store. The
-matrix a call scores is assembled row by row in rowid order whichever way each row came, so the
-scores are the bytes a fresh process computes.
+A kept vector stands for a row only while the row holds the very write it was copied from: every
+write of a vector row gives it a new random *stamp* (store migration ``m009``: triggers, so
+whatever writes the row -- another version, sync, a person -- stamps it), and a call compares the
+stamps the store lists now (from an index, without reading a BLOB) with the kept ones. A restored
+or replaced file cannot repeat a stamp by chance (odds 2**-64 per row). Stamps and vectors are held
+in numpy arrays: touching a Python object per row would make a child copy the pages they live on.
+Anything else is read from the store. The matrix a call scores is assembled row by row in rowid
+order whichever way each row came, so the scores are the bytes a fresh process computes.
 
 Bounded: at most :data:`BUDGET_BYTES` of vectors (the oldest rows first); the rest are read per call.
 """
@@ -28,45 +29,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from korg_bridge.recall.memory.backend.sqlite.schema import VECTOR_INDEX
+
 if TYPE_CHECKING:
     import numpy
     from numpy.typing import NDArray
 
-__all__ = [
-    "BUDGET_BYTES",
-    "IDENTITY_COLUMNS",
-    "Identity",
-    "Kept",
-    "keep",
-    "kept",
-    "read_vectors",
-    "stack",
-]
+__all__ = ["BUDGET_BYTES", "Kept", "keep", "kept", "read_vectors", "stack"]
 
 BUDGET_BYTES = 48 << 20
 """Vectors kept at most: 32k memories of 384 floats."""
-
-Identity = tuple[Any, ...]
-"""What a row was when its vector was kept: :data:`IDENTITY_COLUMNS`, as SQLite returns them."""
-IDENTITY_COLUMNS = "m.id, m.version, m.recorded_at, m.content_hash"
-"""Memory id, version, recorded_at and content hash, as columns of ``memory m``."""
-
-
-def _fingerprint(identity: Identity) -> int:
-    """A row's identity as one 64-bit number. ``hash`` of the tuple: the engine and its children
-    share the interpreter's hash secret (they are forks of one process), so both compute the same
-    number; two different identities share one with odds of 2**-64."""
-    return hash(identity)
+NO_STAMP = 0
+"""A stamp that matches nothing (a row the triggers never reached reads as NULL)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Kept:
     """One store's vectors of one model, as numpy arrays only: a child reads them without touching
-    (and so without copying) a Python object per row. ``rowids`` ascending; ``fingerprints`` and
+    (and so without copying) a Python object per row. ``rowids`` ascending; ``stamps`` and
     ``matrix`` rows in the same order."""
 
     rowids: NDArray[numpy.int64]
-    fingerprints: NDArray[numpy.int64]
+    stamps: NDArray[numpy.int64]
     matrix: NDArray[numpy.float32]
     last: int
     """The greatest rowid looked at: the next load reads only rows after it."""
@@ -90,7 +74,7 @@ def keep(path: Path, model_id: str, dim: int) -> int:
     the budget; how many were added. Read-only: the store is opened and closed here, never created.
 
     Raises:
-        sqlite3.Error: the store cannot be read.
+        sqlite3.Error: the store cannot be read (or is not migrated yet: no stamps).
     """
     import numpy as np
 
@@ -102,8 +86,8 @@ def keep(path: Path, model_id: str, dim: int) -> int:
     conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5.0)
     try:
         rows = conn.execute(
-            f"SELECT v.row, v.vector, {IDENTITY_COLUMNS} FROM memory_vectors v "
-            "JOIN memory m ON m.rowid = v.row WHERE v.model_id = ? AND v.dim = ? AND v.row > ? ORDER BY v.row",
+            "SELECT row, vector, stamp FROM memory_vectors WHERE model_id = ? AND dim = ? AND row > ? "
+            "ORDER BY row",
             (model_id, dim, last),
         ).fetchall()
     finally:
@@ -111,26 +95,36 @@ def keep(path: Path, model_id: str, dim: int) -> int:
     if not rows:
         return 0
     room = BUDGET_BYTES // (4 * dim) - (0 if have is None else len(have.rowids))
-    fresh = [row for row in rows if len(row[1]) == 4 * dim][: max(room, 0)]
+    fresh = [row for row in rows if len(row[1]) == 4 * dim and row[2] is not None][: max(room, 0)]
     rowids = np.fromiter((row[0] for row in fresh), dtype=np.int64, count=len(fresh))
-    fingerprints = np.fromiter(
-        (_fingerprint(tuple(row[2:])) for row in fresh), dtype=np.int64, count=len(fresh)
-    )
+    stamps = np.fromiter((row[2] for row in fresh), dtype=np.int64, count=len(fresh))
     matrix = np.frombuffer(b"".join(row[1] for row in fresh), dtype=np.float32).reshape(len(fresh), dim)
     if have is not None:
         rowids = np.concatenate([have.rowids, rowids])
-        fingerprints = np.concatenate([have.fingerprints, fingerprints])
+        stamps = np.concatenate([have.stamps, stamps])
         matrix = np.concatenate([have.matrix, matrix])
-    _KEPT[key] = Kept(rowids, fingerprints, matrix.copy() if have is None else matrix, int(rows[-1][0]))
+    _KEPT[key] = Kept(rowids, stamps, matrix.copy() if have is None else matrix, int(rows[-1][0]))
     return len(fresh)
 
 
+def listed_sql(where: str, *, with_id: bool) -> str:
+    """Rows of ``memory m`` matching ``where`` that have a vector of one model, in rowid order: the
+    rowid, the vector's stamp (and the memory id), found in two indexes without reading a vector or,
+    unless ``where`` or the id needs it, a memory row. Params: ``where``'s, the model id, the
+    dimension."""
+    return (
+        f"SELECT m.rowid, v.stamp{', m.id' if with_id else ''} FROM memory m "
+        f"CROSS JOIN memory_vectors v INDEXED BY {VECTOR_INDEX} "
+        f"WHERE {where} AND v.model_id = ? AND v.dim = ? AND v.row = m.rowid ORDER BY m.rowid"
+    )
+
+
 def stack(
-    conn: Any, found: Sequence[tuple[int, Identity]], model_id: str, dim: int
+    conn: Any, found: Sequence[Sequence[Any]], model_id: str, dim: int
 ) -> tuple[list[int], NDArray[numpy.float32]]:
-    """The vectors of the model of ``found`` (rowid, identity; rows listed with one), one row each
-    in that order -- kept ones copied, the rest read from ``conn`` (a fresh process reads them all)
-    -- and which places of ``found`` they are (a malformed vector, of the wrong length, is left out)."""
+    """The vectors of the model of ``found`` (rows of :func:`listed_sql`: rowid, stamp, ...), one row
+    each in that order -- kept ones copied, the rest read from ``conn`` (a fresh process reads them
+    all) -- and which places of ``found`` they are (a malformed vector, of the wrong length, is left out)."""
     import numpy as np
 
     here = kept(getattr(conn, "path", None), model_id, dim)
@@ -138,12 +132,12 @@ def stack(
     if here is None or not len(here.rowids) or not found:
         missing = list(range(len(found)))
     else:
-        rowids = np.fromiter((rowid for rowid, _ in found), dtype=np.int64, count=len(found))
-        prints = np.fromiter(
-            (_fingerprint(identity) for _, identity in found), dtype=np.int64, count=len(found)
+        rowids = np.fromiter((row[0] for row in found), dtype=np.int64, count=len(found))
+        stamps = np.fromiter(
+            (NO_STAMP if row[1] is None else row[1] for row in found), dtype=np.int64, count=len(found)
         )
         at = np.minimum(np.searchsorted(here.rowids, rowids), len(here.rowids) - 1)
-        same = (here.rowids[at] == rowids) & (here.fingerprints[at] == prints)
+        same = (here.rowids[at] == rowids) & (here.stamps[at] == stamps) & (stamps != NO_STAMP)
         matrix[same] = here.matrix[at[same]]
         missing = np.flatnonzero(~same).tolist()
     unreadable: list[int] = []

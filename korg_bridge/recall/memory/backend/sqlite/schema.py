@@ -14,7 +14,13 @@ import sqlite3
 
 from korg_bridge.recall.history.migrations import TOKENIZER, Migration
 
-__all__ = ["MIGRATIONS", "TABLES"]
+__all__ = ["MIGRATIONS", "TABLES", "VECTOR_INDEX"]
+
+VECTOR_INDEX = "memory_vectors_stamp"
+"""The index of ``memory_vectors`` on (model id, dimension, row, stamp): which rows have a vector of
+a model, and its stamp, without reading a BLOB. Queries name it (``INDEXED BY``): SQLite would look
+rows up by their primary key, reading the pages the vectors fill. Every store this version opens
+has it (migrations run on open); a later migration may not drop it."""
 
 
 def _create_fts(conn: sqlite3.Connection) -> None:
@@ -227,6 +233,25 @@ MIGRATIONS: list[Migration] = [
             # of every version, which a search ranks (the partial indexes above hold heads only).
             "CREATE INDEX memory_vectors_model ON memory_vectors(model_id, dim, row)",
             "CREATE INDEX memory_scope ON memory(scope, state)",
+        ),
+    ),
+    (
+        "m009_vector_stamps",
+        (
+            # Each vector row's stamp: a random number given by the store itself whenever the row is
+            # written (these triggers, whatever writes it -- any version of korg-recall, sync, a
+            # person with sqlite3), so a resident engine's kept copy of a vector is used only while
+            # the row holds the very write it copied (resident.py); a restored or replaced file
+            # cannot repeat a stamp. Read from the index, never from the rows with their BLOBs.
+            "ALTER TABLE memory_vectors ADD COLUMN stamp INTEGER",
+            "UPDATE memory_vectors SET stamp = random()",
+            "CREATE TRIGGER memory_vectors_stamp_new AFTER INSERT ON memory_vectors "
+            "BEGIN UPDATE memory_vectors SET stamp = random() WHERE row = new.row; END",
+            "CREATE TRIGGER memory_vectors_stamp_changed AFTER UPDATE OF row, model_id, dim, vector "
+            "ON memory_vectors BEGIN UPDATE memory_vectors SET stamp = random() WHERE row = new.row; END",
+            # Replaces m008's (model_id, dim, row): the same lookups, and the stamp without the row.
+            f"CREATE INDEX {VECTOR_INDEX} ON memory_vectors(model_id, dim, row, stamp)",
+            "DROP INDEX memory_vectors_model",
         ),
     ),
 ]

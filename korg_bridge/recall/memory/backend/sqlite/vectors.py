@@ -10,19 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.recall.memory.backend.sqlite.resident import IDENTITY_COLUMNS, read_vectors, stack
+from korg_bridge.recall.memory.backend.sqlite.resident import listed_sql, read_vectors, stack
+from korg_bridge.recall.memory.backend.sqlite.schema import VECTOR_INDEX
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Tx
 
 
-_WITH_VECTORS = (
-    f"SELECT m.rowid, {IDENTITY_COLUMNS} FROM memory m "
-    "JOIN memory_vectors v ON v.model_id = ? AND v.dim = ? AND v.row = m.rowid WHERE {where} ORDER BY v.row"
-)
-"""Rows of ``memory m`` matching ``{where}`` that have a vector of one model (found in the index
-``memory_vectors_model``, not read), in rowid order, with what :mod:`.resident` checks a kept vector against. Params: the
-model id, the dimension, the condition's."""
 _HEADS = "m.scope = ? AND m.superseded_by IS NULL AND m.state IN ('live', 'pending')"
 """Live and pending heads of a scope."""
 
@@ -34,7 +28,7 @@ def missing_sql(every_scope: bool) -> str:
     return (
         f"SELECT m.rowid, m.title, m.body FROM memory m WHERE {scope}m.superseded_by IS NULL "
         "AND m.state IN ('live', 'pending') AND NOT EXISTS (SELECT 1 FROM memory_vectors v "
-        "WHERE v.row = m.rowid AND v.model_id = ? AND v.dim = ?) ORDER BY m.recorded_at DESC, m.rowid DESC LIMIT ?"
+        f"INDEXED BY {VECTOR_INDEX} WHERE v.row = m.rowid AND v.model_id = ? AND v.dim = ?) ORDER BY m.recorded_at DESC, m.rowid DESC LIMIT ?"
     )
 
 
@@ -43,7 +37,7 @@ def coverage_sql(scope_count: int | None) -> str:
     Params: the model id, the dimension, (the scopes)."""
     scopes = "" if scope_count is None else f" AND m.scope IN ({', '.join('?' * scope_count)})"
     return (
-        "SELECT count(*), count(v.row) FROM memory m LEFT JOIN memory_vectors v "
+        f"SELECT count(*), count(v.row) FROM memory m LEFT JOIN memory_vectors v INDEXED BY {VECTOR_INDEX} "
         "ON v.row = m.rowid AND v.model_id = ? AND v.dim = ? "
         f"WHERE m.superseded_by IS NULL AND m.state = 'live'{scopes}"
     )
@@ -74,30 +68,37 @@ class SqliteVectors:
         tx.executemany("DELETE FROM memory_vectors WHERE row = ?", [(rowid,) for rowid in rowids])
 
     def _scored(
-        self, tx: Tx, where: str, params: Sequence[object], model_id: str, dim: int, vector: Any
+        self,
+        tx: Tx,
+        where: str,
+        params: Sequence[object],
+        model_id: str,
+        dim: int,
+        vector: Any,
+        *,
+        with_id: bool = False,
     ) -> tuple[list[tuple[int, str]], Any]:
-        """(rowid, memory id) of the rows matching ``where`` with a vector of the model, in rowid
-        order, and each one's cosine to ``vector``: one matrix product over rows laid out the same
-        way whether their vectors were kept by an engine (:mod:`.resident`) or read here."""
+        """(rowid, memory id -- "" unless ``with_id``) of the rows matching ``where`` with a vector of
+        the model, in rowid order, and each one's cosine to ``vector``: one matrix product over rows
+        laid out the same way whether their vectors were kept by an engine (:mod:`.resident`) or read here."""
         import numpy as np
 
         query = np.asarray(vector, dtype=np.float32)
         if query.ndim != 1 or query.size != dim:
             return [], np.zeros(0, dtype=np.float32)
-        found = [
-            (row[0], row[1:])
-            for row in tx.execute(_WITH_VECTORS.format(where=where), (model_id, dim, *params))
-        ]
+        found = tx.execute(listed_sql(where, with_id=with_id), (*params, model_id, dim)).fetchall()
         if not found:
             return [], np.zeros(0, dtype=np.float32)
         places, matrix = stack(tx, found, model_id, dim)
-        return [(found[place][0], str(found[place][1][0])) for place in places], matrix @ query
+        return [
+            (found[place][0], str(found[place][2]) if with_id else "") for place in places
+        ], matrix @ query
 
     def cosines(
         self, tx: Tx, scope: str, model_id: str, dim: int, vector: Any, limit: int
     ) -> dict[str, float]:
         # Every head of the scope, one matrix product (a per-row dot product cost 11 ms at 10k).
-        rows, sims = self._scored(tx, _HEADS, (scope,), model_id, dim, vector)
+        rows, sims = self._scored(tx, _HEADS, (scope,), model_id, dim, vector, with_id=True)
         out: dict[str, float] = {}
         for (_rowid, memory_id), sim in zip(rows, sims.tolist(), strict=True):
             out[memory_id] = max(out.get(memory_id, -1.0), float(sim))

@@ -108,6 +108,8 @@ ENV_RECALL_ENGINE_IDLE = "KORG_RECALL_ENGINE_IDLE"
 """How long an engine started by ``KORG_RECALL_ENGINE=auto`` waits without a call before it exits."""
 ENV_RECALL_ENGINE_WAIT = "KORG_RECALL_ENGINE_WAIT"
 """Seconds the call that starts an engine (``auto``) waits for it to answer instead of running itself."""
+ENV_RECALL_ENGINE_REHEARSE = "KORG_RECALL_ENGINE_REHEARSE"
+"""``0``: an engine's spares do not rehearse calls on a scratch history while they wait (docs/engine.md)."""
 
 # --- other programs' -----------------------------------------------------------------------------
 ENV_HOME = "HOME"

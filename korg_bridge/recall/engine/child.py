@@ -45,7 +45,7 @@ from korg_bridge.recall.engine.protocol import (
     receive_with_fds,
 )
 
-__all__ = ["Identity", "install", "serve_call", "warm_parsers"]
+__all__ = ["Identity", "cli_main", "install", "serve_call", "warm_parsers"]
 
 _CLI: dict[str, Any] = {}
 """The command line a child runs: korg-recall's app installs itself here when it is imported
@@ -56,6 +56,12 @@ def install(main: Callable[[list[str]], int], kit: Any) -> None:
     """Make ``main`` (and its toolkit ``kit``, for each command's side effects) what children run."""
     _CLI["main"] = main
     _CLI["kit"] = kit
+
+
+def cli_main() -> Callable[[list[str]], int]:
+    """The command line's ``main`` (what a call runs; a spare rehearses with it too)."""
+    main: Callable[[list[str]], int] = _CLI["main"]
+    return main
 
 
 def warm_parsers() -> None:

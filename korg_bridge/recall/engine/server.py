@@ -40,8 +40,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from korg_bridge.config import ENV_RECALL_ENGINE_REHEARSE
 from korg_bridge.errors import KorgError, UsageError
-from korg_bridge.recall.engine.child import Identity, serve_call, warm_parsers
+from korg_bridge.recall.engine.child import Identity, cli_main, serve_call, warm_parsers
 from korg_bridge.recall.engine.protocol import (
     HANDOFF,
     INFO_NAME,
@@ -62,6 +63,7 @@ from korg_bridge.recall.engine.protocol import (
     send_with_fds,
     version,
 )
+from korg_bridge.recall.engine.rehearsal import Rehearsal
 from korg_bridge.recall.engine.watch import ChildView, MirrorWatch
 
 __all__ = ["DRAIN_S", "MAX_CHILDREN", "parse_duration", "run"]
@@ -273,6 +275,8 @@ class Engine:
         self.vectors: _Vectors | None = None
         self.warm: Callable[[], object] | None = None
         """What a spare runs while it waits (:func:`_warmer`)."""
+        self.rehearsal: Rehearsal | None = None
+        """What a spare rehearses after its warm-up (:mod:`.rehearsal`)."""
         self.idle_s = idle_s
         self.children: set[int] = set()
         self.spare: tuple[int, socket.socket] | None = None
@@ -331,7 +335,9 @@ class Engine:
 
     def _wait_and_serve(self, handoff: socket.socket) -> None:
         """In the spare: get ready, wait for a call, then serve it."""
-        if self.warm is not None:
+        if self.rehearsal is not None and self.rehearsal.ready:
+            self.rehearsal.rehearse(cli_main(), handoff)  # embeds a query too, when there is a model
+        elif self.warm is not None:
             with contextlib.suppress(Exception):  # only ever a head start: the call works without it
                 self.warm()
         try:
@@ -350,8 +356,8 @@ class Engine:
         if self.watch is not None and state.get("watch") is not None:
             from korg_bridge.recall.memory.mirror import watched
 
-            generation, clean, folders = state["watch"]
-            watched.install(ChildView(generation, clean, set(folders), self.watch.report_w))
+            generation, clean, folders, named = state["watch"]
+            watched.install(ChildView(generation, clean, set(folders), self.watch.report_w, named))
             served["mirror_watch"] = state["watch_status"]
         serve_call(conn, self.identity, served)
 
@@ -363,7 +369,7 @@ class Engine:
         if self.watch is not None:
             view = self.watch.child()
             state = {
-                "watch": (view.generation, view.clean, sorted(view.watched)),
+                "watch": (view.generation, view.clean, sorted(view.watched), view.named),
                 "watch_status": self.watch.status(),
             }
         for _attempt in range(2):  # a spare that died meanwhile: one more, forked now
@@ -383,10 +389,25 @@ class Engine:
             break
         conn.close()  # before the next fork: only the call's child may hold the caller's connection
         self.last = time.monotonic()
+        if self.calls == 1 and self.rehearsal is not None:
+            self._prepare_rehearsal(listener, lock_fd)
         if self.vectors is not None:
             self.vectors.refresh()  # the call runs meanwhile; the next spare starts with them
         if not self.draining:
             self._fork_spare(listener, lock_fd)
+
+    def _prepare_rehearsal(self, listener: socket.socket, lock_fd: int) -> None:
+        """Make the scratch history the spares rehearse on, in a helper forked now: after the first
+        call, so an engine that serves one call (a test's, a script's) never spends on it."""
+        assert self.rehearsal is not None
+        own = [listener.fileno(), lock_fd, self.wake_r, self.wake_w, *(self.watch.fds if self.watch else [])]
+        if self.spare is not None:
+            own.append(self.spare[1].fileno())
+        pid = self.rehearsal.prepare(cli_main(), own)
+        if pid is None:
+            self.rehearsal = None
+        else:
+            self.children.add(pid)  # reaped as a call's child is; a stopping engine waits for it
 
     def _drop_spare(self) -> None:
         """End the spare (its socket pair closing: it exits once its warm-up is done) and reap it;
@@ -518,6 +539,7 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
         models = preload(env)
         engine.vectors = _kept_vectors(env, index, identity.store, models)
         engine.warm = _warmer(env, models)
+        engine.rehearsal = _rehearsal(where, env, models)
         # Everything loaded so far lives as long as the engine: out of the collector's sight, a
         # child's collections never walk (and so never copy) the pages it shares with the parent.
         gc.collect()
@@ -550,6 +572,8 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
             listener.close()
             engine._forget()
     finally:
+        if engine.rehearsal is not None:
+            engine.rehearsal.discard()
         os.close(lock.fd)
     sys.stderr.write(f"korg-recall: engine stopped after {engine.calls} call(s).\n")
     return 0
@@ -578,6 +602,20 @@ def _warmer(env: Mapping[str, str], models: list[str]) -> Callable[[], object] |
 
     embedder = shared_embedder(env)
     return lambda: embedder.embed_windows(["a spare warming up its copy of the model"], [1])
+
+
+def _rehearsal(where: Path, env: Mapping[str, str], models: list[str]) -> Rehearsal | None:
+    """What the spares rehearse (:mod:`.rehearsal`): by meaning too when the scratch environment
+    finds the model this engine loaded (a second copy is never loaded for it); None when
+    ``KORG_RECALL_ENGINE_REHEARSE=0``."""
+    if env.get(ENV_RECALL_ENGINE_REHEARSE, "").strip() == "0":
+        return None
+    rehearsal = Rehearsal(where, env, hybrid=False)
+    if models:
+        from korg_bridge.recall.semantic.model import resolve_model
+
+        rehearsal.hybrid = resolve_model(rehearsal.env) == resolve_model(env)
+    return rehearsal
 
 
 def _mirror_watch(store: str) -> MirrorWatch | None:

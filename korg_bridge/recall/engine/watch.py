@@ -1,5 +1,6 @@
 """The engine's watch over the memory mirror's folders (Linux inotify), so a call can skip
-listing a folder in which nothing happened since a scan found it in line with the store.
+listing a folder in which nothing happened since a scan found it in line with the store, and look
+only at the files named by what did happen.
 
 Every read of the store first looks for hand edits in the mirror (:func:`~korg_bridge.recall.
 memory.mirror.files.detect`): a listing and a ``stat`` of every file of the caller's scope
@@ -8,16 +9,18 @@ event in it (a write, a ``touch``, a rename, a delete, anything). Before forking
 parent reads every pending event, so the child inherits generations that include every change
 finished before the call began. A child whose scan of a folder found nothing to take in writes
 ``clean <generation> <folder>`` to the parent's report pipe; the parent marks the folder clean
-at that generation. A later child skips a folder only when its generation is still the clean
-one: any event since the scan's fork -- a person's edit, another process's write, the call's
-own -- forces the next listing.
+at that generation. From then on every event in the folder is one on a file it names (or it
+drops the mark): the parent keeps those names, and a later child looks at those files only --
+``stat`` and a compare with the store's record, as the listing would for them -- instead of
+listing the folder. A call's own write (``remember`` writing its Markdown file) costs the next call one ``stat``, not a
+listing. An event with no file name (the folder itself moved or deleted, a sub-folder), more
+than :data:`NAMED_MAX` names, or a queue overflow drops the mark: the next call lists.
 
 Sound by construction where inotify sees a change: writes through the folder (editors, ``git``,
-``sync``, another ``korg-recall``), renames, deletes, metadata. Not seen, and so not guaranteed
-to be taken in until something else happens in the folder: a write through a hard link made in
-another folder, and writes through ``mmap``. Anything inotify reports it cannot vouch for
-(a queue overflow, a folder going away) drops every clean mark. Without inotify (not Linux, or
-the per-user watch limit reached) nothing is ever skipped.
+``sync``, another ``korg-recall``), renames, deletes, metadata -- each names the file. Not seen,
+and so not guaranteed to be taken in until something else happens in the folder: a write
+through a hard link made in another folder, and writes through ``mmap``. Without inotify (not
+Linux, or the per-user watch limit reached) nothing is ever skipped.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ MAX_FOLDERS = 4096
 """Folders watched at most (the mirror has one per scope: the user's and one per project)."""
 DEPTH = 2
 """``memories/`` → ``project/`` → ``<project>/``: the deepest scope folder."""
+NAMED_MAX = 64
+"""Files changed since a folder's clean scan that a call looks at one by one; more: it lists."""
 REPORT_MAX = 3000
 """Bytes a report line may have: under ``PIPE_BUF``, so children's lines never interleave."""
 
@@ -103,6 +108,8 @@ class MirrorWatch:
         self.folders: dict[str, int] = {}
         self.generation: dict[str, int] = {}
         self.clean: dict[str, int] = {}
+        self.named: dict[str, set[str]] = {}
+        """Per clean folder, the files events named since its clean scan."""
         self.skipped = 0
         self.failed: str | None = None
         self.report_r, self.report_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -147,8 +154,13 @@ class MirrorWatch:
 
     def _forget_all(self) -> None:
         self.clean.clear()
+        self.named.clear()
         for folder in self.generation:
             self._bump(folder)
+
+    def _unmark(self, folder: str) -> None:
+        self.clean.pop(folder, None)
+        self.named.pop(folder, None)
 
     def drain(self) -> None:
         """Take in every pending event and report: call before each fork."""
@@ -163,13 +175,20 @@ class MirrorWatch:
                 if folder is None:
                     continue
                 self._bump(folder)
-                self.clean.pop(folder, None)
                 if mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
+                    self._unmark(folder)
                     self.wds.pop(wd, None)
                     self.folders.pop(folder, None)
-                elif mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO) and name:
-                    sub = os.path.join(folder, name)
-                    self._watch_tree(sub, self._depth(sub))
+                elif mask & IN_ISDIR or not name:
+                    self._unmark(folder)
+                    if mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO) and name:
+                        sub = os.path.join(folder, name)
+                        self._watch_tree(sub, self._depth(sub))
+                elif folder in self.clean:
+                    named = self.named.setdefault(folder, set())
+                    named.add(name)
+                    if len(named) > NAMED_MAX:
+                        self._unmark(folder)
         self._read_reports()
 
     def _read_reports(self) -> None:
@@ -190,10 +209,12 @@ class MirrorWatch:
                 number, _, folder = rest.partition(" ")
                 if number.isdigit() and folder in self.folders and self.generation.get(folder) == int(number):
                     self.clean[folder] = int(number)
+                    self.named.pop(folder, None)
 
     def child(self) -> ChildView:
         """The view a forked call installs (:func:`korg_bridge.recall.memory.mirror.watched.install`)."""
-        return ChildView(dict(self.generation), dict(self.clean), set(self.folders), self.report_w)
+        named = {folder: sorted(names) for folder, names in self.named.items()}
+        return ChildView(dict(self.generation), dict(self.clean), set(self.folders), self.report_w, named)
 
     def status(self) -> dict[str, object]:
         return {
@@ -206,22 +227,35 @@ class MirrorWatch:
 
 
 class ChildView:
-    """A call's copy of the generations and clean marks as they were when it was forked."""
+    """A call's copy of the generations, clean marks and named files as they were when it was forked."""
 
     def __init__(
-        self, generation: dict[str, int], clean: dict[str, int], watched: set[str], report: int
+        self,
+        generation: dict[str, int],
+        clean: dict[str, int],
+        watched: set[str],
+        report: int,
+        named: dict[str, list[str]] | None = None,
     ) -> None:
         self.generation = generation
         self.clean = clean
         self.watched = watched
         self.report = report
+        self.named = named or {}
+
+    def changed(self, folder: str) -> frozenset[str] | None:
+        """The files of ``folder`` that may have changed since a scan found it in line (empty:
+        none), or None when the folder must be listed."""
+        key = os.path.realpath(folder)
+        if key not in self.clean:
+            return None
+        names = frozenset(self.named.get(key, ()))
+        if not names:
+            self._send(f"skipped {key}\n")
+        return names
 
     def unchanged(self, folder: str) -> bool:
-        key = os.path.realpath(folder)
-        same = key in self.clean and self.clean[key] == self.generation.get(key)
-        if same:
-            self._send(f"skipped {key}\n")
-        return same
+        return self.changed(folder) == frozenset()
 
     def in_line(self, folder: str) -> None:
         key = os.path.realpath(folder)

@@ -366,6 +366,60 @@ def test_a_spare_waits_for_each_next_call_and_one_killed_is_replaced(
     assert wait_for(lambda: not calls(engine.pid))  # every call's child ended and was reaped
 
 
+def test_spares_rehearse_on_a_scratch_history_of_their_own_and_answers_stay_the_same(
+    engine: Running, env: dict[str, str], project: Path
+) -> None:
+    """After the first call the engine makes a scratch history and store in its folder; each spare
+    then runs a recall there before its call arrives. Nothing of it reaches a call -- the answers,
+    the stderr (``--debug`` included) and the user's store are a fresh process's -- and the scratch
+    folder goes with the engine."""
+    import sqlite3
+
+    scratch = engine_dir(env) / "rehearsal"
+    made = run(env, "remember", "--content", "the deploy uses blue green", "--type", "project", cwd=project)
+    assert made.returncode == 0, made.stderr
+    assert wait_for(lambda: (scratch / "ready").is_file(), timeout=BOUND)
+    assert stat.S_IMODE(scratch.stat().st_mode) == 0o700
+
+    def rehearsed_at() -> str:
+        with contextlib.closing(sqlite3.connect(scratch / "index.sqlite")) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'last_refresh'").fetchone()
+        return str(row[0])
+
+    before = rehearsed_at()
+    assert answered(env, project)  # served by a spare forked before the scratch was ready
+    assert wait_for(lambda: rehearsed_at() != before, timeout=BOUND)  # the next spare rehearsed
+    for args in (
+        ["recall", "--query", "deploy", "--json"],
+        ["--debug", "recall", "--query", "deploy", "--mode", "hybrid"],
+        ["memories", "--json"],
+        ["context"],
+    ):
+        served = run(env, *args, cwd=project)
+        alone = run(off(env), *args, cwd=project)
+        assert (served.returncode, served.stdout, served.stderr) == (
+            alone.returncode,
+            alone.stdout,
+            alone.stderr,
+        ), args
+    listed = json.loads(run(off(env), "memories", "--json", cwd=project).stdout)
+    assert "blue green" in json.dumps(listed) and "5433" not in json.dumps(listed)  # no scratch memory
+    engine.stop()
+    assert not scratch.exists()
+
+
+def test_no_rehearsal_when_switched_off(env: dict[str, str], project: Path) -> None:
+    quiet = {**env, "KORG_RECALL_ENGINE_REHEARSE": "0"}
+    running = start(quiet)
+    try:
+        for _ in range(3):
+            assert answered(quiet, project)
+        time.sleep(0.5)
+        assert not (engine_dir(env) / "rehearsal").exists()
+    finally:
+        running.stop()
+
+
 # --- starting and stopping ------------------------------------------------------------------------
 
 

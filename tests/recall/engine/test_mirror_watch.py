@@ -137,6 +137,66 @@ def test_the_watch_marks_a_folder_clean_only_at_the_generation_its_scan_began(tm
             os.close(fd)
 
 
+def test_after_a_clean_scan_a_call_looks_only_at_the_files_events_named(tmp_path: Path) -> None:
+    from korg_bridge.recall.engine.watch import NAMED_MAX
+
+    root = tmp_path / "memories"
+    user = root / "user"
+    user.mkdir(parents=True)
+    (user / "a.md").write_text("one\n")
+    watch = MirrorWatch(root)
+    try:
+        watch.drain()
+        watch.child().in_line(str(user))
+        watch.drain()
+        assert watch.child().changed(str(user)) == frozenset()
+        (user / "b.md").write_text("new\n")  # a write, as remember's rename or an editor makes it
+        (user / "a.md").unlink()
+        watch.drain()
+        view = watch.child()
+        assert view.changed(str(user)) == {"a.md", "b.md"} and not view.unchanged(str(user))
+        view.in_line(str(user))  # the call found those two in line: the folder is clean again
+        watch.drain()
+        assert watch.child().changed(str(user)) == frozenset()
+        # A change after a call's fork: its report does not count, the names stay.
+        stale = watch.child()
+        os.utime(user / "b.md", (time.time() - 60, time.time() - 60))
+        watch.drain()
+        stale.in_line(str(user))
+        watch.drain()
+        assert watch.child().changed(str(user)) == {"b.md"}
+        # More names than a call looks at one by one, or an event naming no file: the next call lists.
+        for n in range(NAMED_MAX + 1):
+            (user / f"n{n}.md").write_text("x\n")
+        watch.drain()
+        assert watch.child().changed(str(user)) is None
+        view = watch.child()
+        view.in_line(str(user))
+        watch.drain()
+        (user / "sub").mkdir()
+        watch.drain()
+        assert watch.child().changed(str(user)) is None
+    finally:
+        for fd in (watch.report_r, watch.report_w, *(watch.fds[1:])):
+            os.close(fd)
+
+
+def test_a_hand_edit_right_after_a_write_by_the_engine_is_taken_in(
+    engine: Running, env: dict[str, str], project: Path
+) -> None:
+    """The call after a ``remember`` looks at the file the write named instead of listing; an edit
+    of that very file, or of another, made before that call is still taken in."""
+    first = _remember(env, project, "the cache is warmed at 06:00")
+    for _ in range(2):
+        assert run(env, "memories", cwd=project).returncode == 0
+    second = _remember(env, project, "the nightly job restarts at 02:00")
+    _edit(_mirror_file(env, second), "02:00", "03:30")
+    _edit(_mirror_file(env, first), "06:00", "07:15")
+    shown = run(env, "memories", "--json", cwd=project)
+    assert "03:30" in shown.stdout and "07:15" in shown.stdout, shown.stdout
+    assert run(off(env), "memories", "--json", cwd=project).stdout == shown.stdout
+
+
 def test_a_folder_that_is_a_link_is_never_skipped(tmp_path: Path) -> None:
     root = tmp_path / "memories"
     root.mkdir()

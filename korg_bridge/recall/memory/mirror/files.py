@@ -51,10 +51,12 @@ from korg_bridge.recall.memory.mirror.safe_io import (
     Read,
     clean_tmp,
     drop_tmp,
+    is_listed,
     listing,
     read_at,
     read_file,
     remove_at,
+    states,
     write_atomic,
 )
 from korg_bridge.recall.memory.records import Version, is_derived
@@ -190,15 +192,31 @@ def detect(
     problems: list[str] = []
     for scope in scopes:
         sub = mirror_dir_of(scope)
-        if watched.unchanged(root / sub):  # a resident engine saw nothing happen since a clean scan
+        # A resident engine's watch: nothing happened since a clean scan (skip the folder), or only
+        # to these files (look at them alone, as the listing would).
+        named = watched.changed(root / sub)
+        if named is not None and not named:
             continue
-        known = {
-            path: (size, mtime_ns)
-            for path, size, mtime_ns in conn.execute(
-                "SELECT path, size, mtime_ns FROM mirror_files WHERE scope = ?", (scope,)
-            )
-        }
-        entries, problem = listing(root, sub)
+        if named is None:
+            known = {
+                path: (size, mtime_ns)
+                for path, size, mtime_ns in conn.execute(
+                    "SELECT path, size, mtime_ns FROM mirror_files WHERE scope = ?", (scope,)
+                )
+            }
+            entries, problem = listing(root, sub)
+        else:
+            names = sorted(name for name in named if is_listed(name))
+            paths = [f"{sub}/{name}" for name in names]
+            marks = ", ".join("?" * len(paths))
+            known = {
+                path: (size, mtime_ns)
+                for path, size, mtime_ns in conn.execute(
+                    f"SELECT path, size, mtime_ns FROM mirror_files WHERE scope = ? AND path IN ({marks})",
+                    (scope, *paths),
+                )
+            } if paths else {}  # fmt: skip
+            entries, problem = states(root, sub, names)
         if problem is not None:
             problems.append(problem)
             continue

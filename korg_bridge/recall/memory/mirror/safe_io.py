@@ -21,7 +21,7 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,11 +36,13 @@ __all__ = [
     "Read",
     "clean_tmp",
     "drop_tmp",
+    "is_listed",
     "listing",
     "read_at",
     "read_file",
     "remove_at",
     "sha256_of",
+    "states",
     "write_atomic",
 ]
 
@@ -200,7 +202,7 @@ def listing(root: Path, rel_dir: str) -> tuple[dict[str, tuple[int, int]], str |
         with os.scandir(fd) as entries:
             for entry in entries:
                 name = entry.name
-                if not name.endswith(".md") or name.startswith("."):
+                if not is_listed(name):
                     continue
                 try:
                     info = entry.stat(follow_symlinks=False)
@@ -210,6 +212,36 @@ def listing(root: Path, rel_dir: str) -> tuple[dict[str, tuple[int, int]], str |
                 found[name] = (info.st_size, info.st_mtime_ns)
     except OSError as exc:
         return {}, f"{root / rel_dir} cannot be listed ({exc.strerror or exc}); not read"
+    finally:
+        os.close(fd)
+    return found, None
+
+
+def is_listed(name: str) -> bool:
+    """Whether :func:`listing` lists an entry of this name: a visible ``*.md``."""
+    return name.endswith(".md") and not name.startswith(".")
+
+
+def states(root: Path, rel_dir: str, names: Iterable[str]) -> tuple[dict[str, tuple[int, int]], str | None]:
+    """What :func:`listing` would give for ``names`` alone (those there, as ``lstat`` finds them),
+    and why the folder cannot be read (None: it can, or it does not exist)."""
+    try:
+        fd = _open_dir(root, rel_dir, create=False)
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        return {}, f"{root / rel_dir} is {_refusal(exc) or f'unreadable ({exc.strerror or exc})'}; not read"
+    found: dict[str, tuple[int, int]] = {}
+    try:
+        for name in names:
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                found[name] = (-1, -1)
+                continue
+            found[name] = (info.st_size, info.st_mtime_ns)
     finally:
         os.close(fd)
     return found, None

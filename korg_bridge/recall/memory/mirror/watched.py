@@ -1,12 +1,14 @@
 """What a watcher of the mirror folders knows: which folder is unchanged since a scan found it in
-line with the store, so the next scan of it can be skipped.
+line with the store, so the next scan of it can be skipped -- or which of its files something
+happened to since, so the next scan looks at those files only.
 
 A fresh ``korg-recall`` process has no watcher and lists every folder it reads, on every call
 (:func:`~.files.detect`): with thousands of files that listing is the largest part of a
 ``memories`` call. A resident engine watches the folders (inotify, see
 :mod:`korg_bridge.recall.engine.watch`) and installs a :class:`Watcher` in each call's child; a
 folder skipped is one in which nothing at all happened since a scan found every file as the
-store recorded it. Whatever the watcher cannot vouch for is listed, as before.
+store recorded it, a file skipped one that no event named since. Whatever the watcher cannot
+vouch for is listed, as before.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["Watcher", "in_line", "install", "unchanged"]
+__all__ = ["Watcher", "changed", "in_line", "install"]
 
 
 class Watcher(Protocol):
     """The view of one call: the folders' state as the watcher saw it when the call began."""
 
-    def unchanged(self, folder: str) -> bool:
-        """Whether nothing happened in ``folder`` since a scan found it in line."""
+    def changed(self, folder: str) -> frozenset[str] | None:
+        """The names of the files of ``folder`` that something happened to since a scan found it
+        in line (empty: nothing happened), or None when the folder must be listed."""
         ...
 
     def in_line(self, folder: str) -> None:
@@ -38,8 +41,9 @@ def install(watcher: Watcher | None) -> None:
     _watcher = watcher
 
 
-def unchanged(folder: Path) -> bool:
-    return _watcher is not None and _watcher.unchanged(str(folder))
+def changed(folder: Path) -> frozenset[str] | None:
+    """What :meth:`Watcher.changed` says; None (list the folder) without a watcher."""
+    return None if _watcher is None else _watcher.changed(str(folder))
 
 
 def in_line(folder: Path) -> None:

@@ -22,9 +22,10 @@ import base64
 import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from korg_bridge.errors import UsageError
@@ -200,16 +201,21 @@ class Version:
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Version:
-        """A version from ``SELECT rowid, <COLUMNS>`` (rowid first)."""
-        values: dict[str, Any] = {"rowid": row[0]}
-        for name, value in zip(COLUMNS, row[1:], strict=True):
-            if name in _JSON_COLUMNS:
-                # "[]" (no tags, no provenance) is most rows: a search reads hundreds of them.
-                value = [] if value == "[]" else storable.loads(value) if value else _JSON_EMPTY[name]()
-            elif name in _BOOL_COLUMNS:
-                value = bool(value)
-            values[name] = value
-        return cls(**values)
+        """A version from ``SELECT rowid, <COLUMNS>`` (rowid first). Positional, by indexes worked
+        out once (:func:`_row_layout`): a search reads hundreds of rows, and a loop over column
+        names per row was most of the read."""
+        json_at, bool_at, order = _row_layout()
+        values = list(row[1:])
+        if len(values) != len(COLUMNS):
+            raise ValueError(f"a memory row has {len(COLUMNS)} columns, not {len(values)}")
+        for at, empty in json_at:
+            value = values[at]
+            # "[]" (no tags, no provenance) is most rows.
+            values[at] = [] if value == "[]" else storable.loads(value) if value else empty()
+        for at in bool_at:
+            values[at] = bool(values[at])
+        values.append(row[0])
+        return cls(*[values[at] for at in order])
 
     def to_dict(self) -> dict[str, Any]:
         """Every column as JSON (what ``memories ids=…`` and an export show); no rowid."""
@@ -259,3 +265,15 @@ COLUMNS: tuple[str, ...] = (
 _JSON_COLUMNS = frozenset({"tags", "source", "provenance"})
 _JSON_EMPTY: dict[str, Any] = {"tags": list, "provenance": list, "source": lambda: None}
 _BOOL_COLUMNS = frozenset({"pinned", "conflict"})
+
+
+@lru_cache(maxsize=1)
+def _row_layout() -> tuple[tuple[tuple[int, Callable[[], Any]], ...], tuple[int, ...], tuple[int, ...]]:
+    """Where :meth:`Version.from_row` finds each field: the JSON columns (with their empty value),
+    the yes/no ones, and for each dataclass field in order its place among the columns (the rowid
+    last)."""
+    json_at = tuple((at, _JSON_EMPTY[name]) for at, name in enumerate(COLUMNS) if name in _JSON_COLUMNS)
+    bool_at = tuple(at for at, name in enumerate(COLUMNS) if name in _BOOL_COLUMNS)
+    places = {name: at for at, name in enumerate(COLUMNS)}
+    order = tuple(places.get(f.name, len(COLUMNS)) for f in fields(Version))
+    return json_at, bool_at, order

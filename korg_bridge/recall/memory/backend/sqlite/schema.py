@@ -14,13 +14,17 @@ import sqlite3
 
 from korg_bridge.recall.history.migrations import TOKENIZER, Migration
 
-__all__ = ["MIGRATIONS", "TABLES", "VECTOR_INDEX"]
+__all__ = ["HEADS_INDEX", "MIGRATIONS", "TABLES", "VECTOR_INDEX"]
 
 VECTOR_INDEX = "memory_vectors_stamp"
 """The index of ``memory_vectors`` on (model id, dimension, row, stamp): which rows have a vector of
 a model, and its stamp, without reading a BLOB. Queries name it (``INDEXED BY``): SQLite would look
 rows up by their primary key, reading the pages the vectors fill. Every store this version opens
 has it (migrations run on open); a later migration may not drop it."""
+HEADS_INDEX = "memory_heads"
+"""The index of the heads (``superseded_by IS NULL``) on (scope, state, id). Named by the queries
+over a scope's heads: left to itself SQLite took the index of every version and read each row to
+see whether it was a head (2.7 ms instead of 0.9 at 10k memories). The same promise as above."""
 
 
 def _create_fts(conn: sqlite3.Connection) -> None:
@@ -252,6 +256,15 @@ MIGRATIONS: list[Migration] = [
             # Replaces m008's (model_id, dim, row): the same lookups, and the stamp without the row.
             f"CREATE INDEX {VECTOR_INDEX} ON memory_vectors(model_id, dim, row, stamp)",
             "DROP INDEX memory_vectors_model",
+        ),
+    ),
+    (
+        "m010_head_ids",
+        (
+            # Replaces m001's memory_current (scope, state): the heads of a scope with their ids, so
+            # a write's duplicate check lists every head of its scope from the index alone.
+            f"CREATE INDEX {HEADS_INDEX} ON memory(scope, state, id) WHERE superseded_by IS NULL",
+            "DROP INDEX memory_current",
         ),
     ),
 ]

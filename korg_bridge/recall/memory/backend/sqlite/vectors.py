@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.recall.memory.backend.sqlite.resident import listed_sql, read_vectors, stack
-from korg_bridge.recall.memory.backend.sqlite.schema import VECTOR_INDEX
+from korg_bridge.recall.memory.backend.sqlite.schema import HEADS_INDEX, VECTOR_INDEX
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Tx
@@ -26,7 +26,7 @@ def missing_sql(every_scope: bool) -> str:
     model id, the dimension, the limit."""
     scope = "" if every_scope else "m.scope = ? AND "
     return (
-        f"SELECT m.rowid, m.title, m.body FROM memory m WHERE {scope}m.superseded_by IS NULL "
+        f"SELECT m.rowid, m.title, m.body FROM memory m INDEXED BY {HEADS_INDEX} WHERE {scope}m.superseded_by IS NULL "
         "AND m.state IN ('live', 'pending') AND NOT EXISTS (SELECT 1 FROM memory_vectors v "
         f"INDEXED BY {VECTOR_INDEX} WHERE v.row = m.rowid AND v.model_id = ? AND v.dim = ?) ORDER BY m.recorded_at DESC, m.rowid DESC LIMIT ?"
     )
@@ -37,7 +37,8 @@ def coverage_sql(scope_count: int | None) -> str:
     Params: the model id, the dimension, (the scopes)."""
     scopes = "" if scope_count is None else f" AND m.scope IN ({', '.join('?' * scope_count)})"
     return (
-        f"SELECT count(*), count(v.row) FROM memory m LEFT JOIN memory_vectors v INDEXED BY {VECTOR_INDEX} "
+        f"SELECT count(*), count(v.row) FROM memory m INDEXED BY {HEADS_INDEX} "
+        f"LEFT JOIN memory_vectors v INDEXED BY {VECTOR_INDEX} "
         "ON v.row = m.rowid AND v.model_id = ? AND v.dim = ? "
         f"WHERE m.superseded_by IS NULL AND m.state = 'live'{scopes}"
     )
@@ -77,6 +78,7 @@ class SqliteVectors:
         vector: Any,
         *,
         with_id: bool = False,
+        heads: bool = False,
     ) -> tuple[list[tuple[int, str]], Any]:
         """(rowid, memory id -- "" unless ``with_id``) of the rows matching ``where`` with a vector of
         the model, in rowid order, and each one's cosine to ``vector``: one matrix product over rows
@@ -86,7 +88,9 @@ class SqliteVectors:
         query = np.asarray(vector, dtype=np.float32)
         if query.ndim != 1 or query.size != dim:
             return [], np.zeros(0, dtype=np.float32)
-        found = tx.execute(listed_sql(where, with_id=with_id), (*params, model_id, dim)).fetchall()
+        found = tx.execute(
+            listed_sql(where, with_id=with_id, heads=heads), (*params, model_id, dim)
+        ).fetchall()
         if not found:
             return [], np.zeros(0, dtype=np.float32)
         places, matrix = stack(tx, found, model_id, dim)
@@ -98,7 +102,7 @@ class SqliteVectors:
         self, tx: Tx, scope: str, model_id: str, dim: int, vector: Any, limit: int
     ) -> dict[str, float]:
         # Every head of the scope, one matrix product (a per-row dot product cost 11 ms at 10k).
-        rows, sims = self._scored(tx, _HEADS, (scope,), model_id, dim, vector, with_id=True)
+        rows, sims = self._scored(tx, _HEADS, (scope,), model_id, dim, vector, with_id=True, heads=True)
         out: dict[str, float] = {}
         for (_rowid, memory_id), sim in zip(rows, sims.tolist(), strict=True):
             out[memory_id] = max(out.get(memory_id, -1.0), float(sim))

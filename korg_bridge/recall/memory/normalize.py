@@ -21,6 +21,7 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 
 from korg_bridge.recall.memory.contrast import (
@@ -271,7 +272,7 @@ def _is_after_quote_start(text: str, pos: int, starts: set[int]) -> bool:
     return head in starts
 
 
-def _mentions(entity: str, other_lower: str, other_words: set[str]) -> bool:
+def _mentions(entity: str, other_lower: str, other_words: frozenset[str]) -> bool:
     return entity in other_words or entity in other_lower
 
 
@@ -286,9 +287,8 @@ def _sides(sequence: list[str], connector: str) -> tuple[set[str], set[str]]:
     return left - right, right - left
 
 
-def _swapped(a: str, b: str) -> bool:
-    """True when a connector both texts use has the same words on opposite sides."""
-    words_a, words_b = words(a), words(b)
+def _swapped(words_a: list[str], words_b: list[str]) -> bool:
+    """True when a connector both texts use (their :func:`words`) has the same words on opposite sides."""
     for connector in sorted(_CONNECTORS & set(words_a) & set(words_b)):
         left_a, right_a = _sides(words_a, connector)
         left_b, right_b = _sides(words_b, connector)
@@ -308,39 +308,68 @@ def differences(a: str, b: str) -> list[str]:
     spans may have traded places ("npm, not pnpm"), the tense must agree, and no pronoun,
     quantifier, modal, frequency or direction word may stand for another of its kind.
     """
+    one, two = _reading(a), _reading(b)
     found: list[str] = []
-    numbers_a, numbers_b = _numbers(a), _numbers(b)
-    if numbers_a != numbers_b:
-        only = sorted(set((numbers_a - numbers_b) + (numbers_b - numbers_a)))
+    if one.numbers != two.numbers:
+        only = sorted(set((one.numbers - two.numbers) + (two.numbers - one.numbers)))
         found.append("numbers differ (" + ", ".join(only[:4]) + ")")
-    if _dates(a) != _dates(b):
+    if one.dates != two.dates:
         found.append("dates or times differ")
-    if _negations(a) != _negations(b):
+    if one.negations != two.negations:
         found.append("negation differs")
-    lower_a, lower_b = (
-        unicodedata.normalize("NFKC", a).casefold(),
-        unicodedata.normalize("NFKC", b).casefold(),
-    )
-    words_a, words_b = set(words(a)), set(words(b))
     missing = sorted(
-        {e for e in _entities(a) if not _mentions(e, lower_b, words_b)}
-        | {e for e in _entities(b) if not _mentions(e, lower_a, words_a)}
+        {e for e in one.entities if not _mentions(e, two.lower, two.word_set)}
+        | {e for e in two.entities if not _mentions(e, one.lower, one.word_set)}
     )
     if missing:
         found.append("names differ (" + ", ".join(missing[:4]) + ")")
-    if _swapped(a, b):
+    if _swapped(list(one.words), list(two.words)):
         found.append("order differs (what is preferred or comes first)")
     replaced = _replaced(_plain_words(a), _plain_words(b))
     if replaced:
         found.append("words differ (" + ", ".join(replaced[:4]) + ")")
-    tokens_a, tokens_b = tokens(a), tokens(b)
-    roles = swapped(_stems(tokens_a), _stems(tokens_b))
+    tokens_a, tokens_b = list(one.tokens), list(two.tokens)
+    roles = swapped(list(one.stems), list(two.stems))
     if roles and not any(item.startswith("order differs") for item in found):
         found.append(f"order differs ({roles[0]} / {roles[1]} swapped)")
     if tense_marks(tokens_a, tokens_b) != tense_marks(tokens_b, tokens_a):
         found.append("tense differs")
     found.extend(function_changes(tokens_a, tokens_b))
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """What :func:`differences` reads from one text, read once per text: the write policy compares
+    a new memory with up to 20 others, each comparison reading both again (a third of a
+    ``remember``)."""
+
+    numbers: Counter[str]
+    dates: Counter[str]
+    negations: int
+    entities: frozenset[str]
+    lower: str
+    words: tuple[str, ...]
+    word_set: frozenset[str]
+    tokens: tuple[str, ...]
+    stems: tuple[str, ...]
+
+
+@lru_cache(maxsize=_TEXTS_CACHED)
+def _reading(text: str) -> _Reading:
+    found = words(text)
+    parts = tokens(text)
+    return _Reading(
+        numbers=_numbers(text),
+        dates=_dates(text),
+        negations=_negations(text),
+        entities=frozenset(_entities(text)),
+        lower=unicodedata.normalize("NFKC", text).casefold(),
+        words=tuple(found),
+        word_set=frozenset(found),
+        tokens=tuple(parts),
+        stems=tuple(_stems(parts)),
+    )
 
 
 def _stems(found: list[str]) -> list[str]:

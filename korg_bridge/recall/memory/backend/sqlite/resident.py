@@ -14,8 +14,8 @@ whatever writes the row -- another version, sync, a person -- stamps it), and a 
 stamps the store lists now (from an index, without reading a BLOB) with the kept ones. A restored
 or replaced file cannot repeat a stamp by chance (odds 2**-64 per row). Stamps and vectors are held
 in numpy arrays: touching a Python object per row would make a child copy the pages they live on.
-Anything else is read from the store. The matrix a call scores is assembled row by row in rowid
-order whichever way each row came, so the scores are the bytes a fresh process computes.
+Anything else is read from the store. Each row is scored on its own (:func:`dot_rows`), so a kept
+row scored in the kept matrix gives the bytes a fresh process computes for it.
 
 Bounded: at most :data:`BUDGET_BYTES` of vectors (the oldest rows first); the rest are read per call.
 """
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import numpy
     from numpy.typing import NDArray
 
-__all__ = ["BUDGET_BYTES", "Kept", "keep", "kept", "read_vectors", "stack"]
+__all__ = ["BUDGET_BYTES", "Kept", "dot_rows", "keep", "kept", "listed_sql", "read_vectors", "scored"]
 
 BUDGET_BYTES = 48 << 20
 """Vectors kept at most: 32k memories of 384 floats."""
@@ -120,16 +120,28 @@ def listed_sql(where: str, *, with_id: bool, heads: bool = False) -> str:
     )
 
 
-def stack(
-    conn: Any, found: Sequence[Sequence[Any]], model_id: str, dim: int
+def dot_rows(vectors: NDArray[numpy.float32], query: NDArray[numpy.float32]) -> NDArray[numpy.float32]:
+    """Each row's dot product with ``query``, the same bytes for a row wherever it lies: numpy's
+    ``einsum`` sums each row on its own, in one order, whatever the matrix around it (a BLAS matrix
+    product does not: a row's last bits changed with the rows beside it). So a kept vector is
+    scored in place, in the kept matrix, and gives what a fresh process computes for it."""
+    import numpy as np
+
+    out: NDArray[numpy.float32] = np.einsum("ij,j->i", vectors, query)
+    return out
+
+
+def scored(
+    conn: Any, found: Sequence[Sequence[Any]], model_id: str, dim: int, query: NDArray[numpy.float32]
 ) -> tuple[list[int], NDArray[numpy.float32]]:
-    """The vectors of the model of ``found`` (rows of :func:`listed_sql`: rowid, stamp, ...), one row
-    each in that order -- kept ones copied, the rest read from ``conn`` (a fresh process reads them
-    all) -- and which places of ``found`` they are (a malformed vector, of the wrong length, is left out)."""
+    """The cosine with ``query`` of the vector of the model of each row of ``found`` (rows of
+    :func:`listed_sql`: rowid, stamp, ...), in that order -- kept ones scored where they are kept,
+    the rest read from ``conn`` (a fresh process reads them all) -- and which places of ``found``
+    they are (a malformed vector, of the wrong length, is left out)."""
     import numpy as np
 
     here = kept(getattr(conn, "path", None), model_id, dim)
-    matrix = np.empty((len(found), dim), dtype=np.float32)
+    sims = np.zeros(len(found), dtype=np.float32)
     if here is None or not len(here.rowids) or not found:
         missing = list(range(len(found)))
     else:
@@ -139,21 +151,21 @@ def stack(
         )
         at = np.minimum(np.searchsorted(here.rowids, rowids), len(here.rowids) - 1)
         same = (here.rowids[at] == rowids) & (here.stamps[at] == stamps) & (stamps != NO_STAMP)
-        matrix[same] = here.matrix[at[same]]
+        if same.any():
+            sims[same] = dot_rows(here.matrix, query)[at[same]]
         missing = np.flatnonzero(~same).tolist()
     unreadable: list[int] = []
     if missing:
         read = read_vectors(conn, [found[place][0] for place in missing], model_id, dim)
-        for place in missing:
-            vector = read.get(found[place][0])
-            if vector is None:
-                unreadable.append(place)
-            else:
-                matrix[place] = vector
+        present = [place for place in missing if found[place][0] in read]
+        unreadable = [place for place in missing if found[place][0] not in read]
+        if present:
+            matrix = np.stack([read[found[place][0]] for place in present])
+            sims[present] = dot_rows(matrix, query)
     if not unreadable:
-        return list(range(len(found))), matrix
+        return list(range(len(found))), sims
     left = sorted(set(range(len(found))) - set(unreadable))
-    return left, matrix[left]
+    return left, sims[left]
 
 
 def read_vectors(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.recall.memory.backend.sqlite.resident import listed_sql, read_vectors, stack
+from korg_bridge.recall.memory.backend.sqlite.resident import dot_rows, listed_sql, read_vectors, scored
 from korg_bridge.recall.memory.backend.sqlite.schema import HEADS_INDEX, VECTOR_INDEX
 
 if TYPE_CHECKING:
@@ -81,8 +81,8 @@ class SqliteVectors:
         heads: bool = False,
     ) -> tuple[list[tuple[int, str]], Any]:
         """(rowid, memory id -- "" unless ``with_id``) of the rows matching ``where`` with a vector of
-        the model, in rowid order, and each one's cosine to ``vector``: one matrix product over rows
-        laid out the same way whether their vectors were kept by an engine (:mod:`.resident`) or read here."""
+        the model, in rowid order, and each one's cosine to ``vector``, the same bytes whether its
+        vector was kept by an engine (:mod:`.resident`) or read here."""
         import numpy as np
 
         query = np.asarray(vector, dtype=np.float32)
@@ -93,15 +93,13 @@ class SqliteVectors:
         ).fetchall()
         if not found:
             return [], np.zeros(0, dtype=np.float32)
-        places, matrix = stack(tx, found, model_id, dim)
-        return [
-            (found[place][0], str(found[place][2]) if with_id else "") for place in places
-        ], matrix @ query
+        places, sims = scored(tx, found, model_id, dim, query)
+        return [(found[place][0], str(found[place][2]) if with_id else "") for place in places], sims
 
     def cosines(
         self, tx: Tx, scope: str, model_id: str, dim: int, vector: Any, limit: int
     ) -> dict[str, float]:
-        # Every head of the scope, one matrix product (a per-row dot product cost 11 ms at 10k).
+        # Every head of the scope, scored in numpy (a Python loop of dot products cost 11 ms at 10k).
         rows, sims = self._scored(tx, _HEADS, (scope,), model_id, dim, vector, with_id=True, heads=True)
         out: dict[str, float] = {}
         for (_rowid, memory_id), sim in zip(rows, sims.tolist(), strict=True):
@@ -134,7 +132,7 @@ class SqliteVectors:
         order, matrix = _read_matrix(tx, rowids, model_id, dim)
         if not order:
             return {}
-        sims = matrix @ np.asarray(vector, dtype=np.float32)
+        sims = dot_rows(matrix, np.asarray(vector, dtype=np.float32))
         return {rowid: float(sim) for rowid, sim in zip(order, sims.tolist(), strict=True)}
 
     def alike(self, tx: Tx, rowids: Sequence[int], model_id: str, dim: int) -> dict[tuple[int, int], float]:

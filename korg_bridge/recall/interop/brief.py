@@ -83,8 +83,14 @@ def candidates_sql(scope_count: int, *, skip_auto_memory: bool, source_kind: str
 
     One pass: the sections' sizes and their first rows come from it (four queries over the same
     rows took most of a ``context`` call), and only the rows shown are read in full
-    (:func:`rows_sql`)."""
-    return f"SELECT rowid, type, pinned, recorded_at, id FROM memory WHERE {_common_where(scope_count, skip_auto_memory, source_kind)}"
+    (:func:`rows_sql`). In the order each section lists them -- pinned first, then newest, then
+    by id (and rowid, for two current versions of one lineage) -- sorted by SQLite rather than in
+    Python (three sorts of thousands of rows)."""
+    where = _common_where(scope_count, skip_auto_memory, source_kind)
+    return (
+        f"SELECT rowid, type, pinned, recorded_at, id FROM memory WHERE {where} "
+        "ORDER BY pinned DESC, recorded_at DESC, id, rowid"
+    )
 
 
 def rows_sql(count: int) -> str:
@@ -271,27 +277,20 @@ def _memories(brief: Brief, ctx: Any, limit: int, *, skip_auto_memory: bool) -> 
     # No line is shorter than ~25 bytes: this many rows per section always fill the budget.
     room = int(limit * BYTES_PER_TOKEN) // 25 + 1
     params = (*scopes, iso(ctx.now))
-    grouped: list[list[tuple[int, str, str, int]]] = [[] for _ in SECTIONS]
+    counts = [0 for _ in SECTIONS]
+    shown: list[list[int]] = [[] for _ in SECTIONS]
     with opened as store:
         sync_mirror(store, ctx, scopes)
         claude_sync.refresh(store, ctx, scopes)
         with store.reading() as conn:
             kind_field = conn.source_field("kind")
             sql = candidates_sql(len(scopes), skip_auto_memory=skip_auto_memory, source_kind=kind_field)
-            for rowid, kind, pinned, recorded_at, memory_id in conn.execute(sql, params):
+            for rowid, kind, pinned, _recorded_at, _memory_id in conn.execute(sql, params):
                 section = _section_of(str(kind), bool(pinned))
                 if section is not None:
-                    grouped[section].append(
-                        (-int(bool(pinned)), str(recorded_at), str(memory_id), int(rowid))
-                    )
-            # Pinned first, then newest, then by id: what ORDER BY pinned DESC, recorded_at DESC, id
-            # gave. (Newest first on a string: sort by the rest ascending, stably, then by time reversed.)
-            shown: list[list[int]] = []
-            for members in grouped:
-                members.sort(key=lambda item: item[2])
-                members.sort(key=lambda item: item[1], reverse=True)
-                members.sort(key=lambda item: item[0])
-                shown.append([item[3] for item in members[:room]])
+                    counts[section] += 1
+                    if len(shown[section]) < room:
+                        shown[section].append(int(rowid))
             wanted = [rowid for rows in shown for rowid in rows]
             found: dict[int, _Row] = {}
             for part in chunks(wanted):
@@ -300,8 +299,8 @@ def _memories(brief: Brief, ctx: Any, limit: int, *, skip_auto_memory: bool) -> 
                         str(a), str(b), str(c), str(d or ""), str(e), bool(f), str(g or "")
                     )
     sections = [
-        (title, len(members), [found[rowid] for rowid in rows if rowid in found])
-        for title, members, rows in zip(SECTIONS, grouped, shown, strict=True)
+        (title, count, [found[rowid] for rowid in rows if rowid in found])
+        for title, count, rows in zip(SECTIONS, counts, shown, strict=True)
     ]
     full = False
     for title, total, rows in sections:

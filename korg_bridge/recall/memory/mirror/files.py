@@ -56,7 +56,6 @@ from korg_bridge.recall.memory.mirror.safe_io import (
     read_at,
     read_file,
     remove_at,
-    states,
     write_atomic,
 )
 from korg_bridge.recall.memory.records import Version, is_derived
@@ -216,7 +215,7 @@ def detect(
                     (scope, *paths),
                 )
             } if paths else {}  # fmt: skip
-            entries, problem = states(root, sub, names)
+            entries, problem = listing(root, sub, names)
         if problem is not None:
             problems.append(problem)
             continue

@@ -23,7 +23,9 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Literal, overload
 
 from korg_bridge._fs.durable import write_synced
 from korg_bridge._fs.safe_read import NotRegular, read_regular
@@ -42,7 +44,6 @@ __all__ = [
     "read_file",
     "remove_at",
     "sha256_of",
-    "states",
     "write_atomic",
 ]
 
@@ -187,10 +188,13 @@ def read_file(path: Path) -> tuple[bytes, FileState] | None:
     return found.data, found.state
 
 
-def listing(root: Path, rel_dir: str) -> tuple[dict[str, tuple[int, int]], str | None]:
+def listing(
+    root: Path, rel_dir: str, names: Iterable[str] | None = None
+) -> tuple[dict[str, tuple[int, int]], str | None]:
     """``name -> (size, mtime_ns)`` of the ``*.md`` entries of ``root/rel_dir`` (their own
-    ``lstat``: a link is listed as itself), and why the folder cannot be listed (None: it can,
-    or it does not exist)."""
+    ``lstat``: a link is listed as itself) -- or of those of ``names`` that are there (what the
+    listing would give for them alone) -- and why the folder cannot be listed (None: it can, or it
+    does not exist)."""
     try:
         fd = _open_dir(root, rel_dir, create=False)
     except FileNotFoundError:
@@ -199,17 +203,17 @@ def listing(root: Path, rel_dir: str) -> tuple[dict[str, tuple[int, int]], str |
         return {}, f"{root / rel_dir} is {_refusal(exc) or f'unreadable ({exc.strerror or exc})'}; not read"
     found: dict[str, tuple[int, int]] = {}
     try:
-        with os.scandir(fd) as entries:
-            for entry in entries:
-                name = entry.name
-                if not is_listed(name):
-                    continue
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except OSError:
-                    found[name] = (-1, -1)
-                    continue
-                found[name] = (info.st_size, info.st_mtime_ns)
+        if names is None:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if is_listed(entry.name):
+                        found[entry.name] = _state(partial(entry.stat, follow_symlinks=False), listed=True)
+        else:
+            for name in names:
+                if is_listed(name):
+                    state = _state(partial(os.stat, name, dir_fd=fd, follow_symlinks=False), listed=False)
+                    if state is not None:
+                        found[name] = state
     except OSError as exc:
         return {}, f"{root / rel_dir} cannot be listed ({exc.strerror or exc}); not read"
     finally:
@@ -217,34 +221,25 @@ def listing(root: Path, rel_dir: str) -> tuple[dict[str, tuple[int, int]], str |
     return found, None
 
 
+@overload
+def _state(stat_call: Callable[[], os.stat_result], *, listed: Literal[True]) -> tuple[int, int]: ...
+@overload
+def _state(stat_call: Callable[[], os.stat_result], *, listed: Literal[False]) -> tuple[int, int] | None: ...
+def _state(stat_call: Callable[[], os.stat_result], *, listed: bool) -> tuple[int, int] | None:
+    """(size, mtime_ns) by ``stat_call``: (-1, -1) when that fails for an entry the folder listed
+    (gone or unreadable since: never equal to a record); None for a name asked for that is not there."""
+    try:
+        info = stat_call()
+    except FileNotFoundError:
+        return (-1, -1) if listed else None
+    except OSError:
+        return (-1, -1)
+    return (info.st_size, info.st_mtime_ns)
+
+
 def is_listed(name: str) -> bool:
     """Whether :func:`listing` lists an entry of this name: a visible ``*.md``."""
     return name.endswith(".md") and not name.startswith(".")
-
-
-def states(root: Path, rel_dir: str, names: Iterable[str]) -> tuple[dict[str, tuple[int, int]], str | None]:
-    """What :func:`listing` would give for ``names`` alone (those there, as ``lstat`` finds them),
-    and why the folder cannot be read (None: it can, or it does not exist)."""
-    try:
-        fd = _open_dir(root, rel_dir, create=False)
-    except FileNotFoundError:
-        return {}, None
-    except OSError as exc:
-        return {}, f"{root / rel_dir} is {_refusal(exc) or f'unreadable ({exc.strerror or exc})'}; not read"
-    found: dict[str, tuple[int, int]] = {}
-    try:
-        for name in names:
-            try:
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            except OSError:
-                found[name] = (-1, -1)
-                continue
-            found[name] = (info.st_size, info.st_mtime_ns)
-    finally:
-        os.close(fd)
-    return found, None
 
 
 def write_atomic(root: Path, rel: str, text: str) -> FileState:

@@ -57,6 +57,7 @@ __all__ = [
     "claude_writeback",
     "engine_idle",
     "engine_mode",
+    "engine_rehearses",
     "engine_wait",
     "is_tenant_name",
     "ledger_key",
@@ -373,6 +374,16 @@ def engine_idle(env: Mapping[str, str]) -> str:
     """``KORG_RECALL_ENGINE_IDLE``: how long an auto-started engine waits idle before it exits
     (``30m`` unless set; the engine checks the duration and says what is wrong with it)."""
     return _text(env, ENV_RECALL_ENGINE_IDLE) or "30m"
+
+
+def engine_rehearses(env: Mapping[str, str]) -> bool:
+    """``KORG_RECALL_ENGINE_REHEARSE``: whether an engine's spares rehearse a recall on a scratch
+    history while they wait (on unless switched off; docs/engine.md).
+
+    Raises:
+        ConfigError: a value that is neither a yes nor a no word.
+    """
+    return switch(env, ENV_RECALL_ENGINE_REHEARSE, True)
 
 
 def engine_wait(env: Mapping[str, str]) -> float:

@@ -52,6 +52,7 @@ from korg_bridge.config import (
     ENV_XDG_CACHE_HOME,
     ENV_XDG_DATA_HOME,
 )
+from korg_bridge.recall.paths import cache_dir
 
 __all__ = ["FOLDER", "Rehearsal"]
 
@@ -92,13 +93,13 @@ class Rehearsal:
         self.root = where / FOLDER
         self.project = self.root / "project"
         self.hybrid = hybrid
-        cache = env.get(ENV_XDG_CACHE_HOME) or os.path.join(env.get(ENV_HOME) or "~", ".cache")
+        cache = str(cache_dir(env).parent)  # where a pulled model is found: the engine's
         self.env = {name: env[name] for name in KEPT_VARIABLES if name in env}
         self.env.update(
             {
                 ENV_HOME: str(self.root / "home"),
                 ENV_XDG_DATA_HOME: str(self.root / "data"),
-                ENV_XDG_CACHE_HOME: os.path.expanduser(cache),  # where a pulled model is found
+                ENV_XDG_CACHE_HOME: cache,
                 ENV_RECALL_INDEX: str(self.root / "index.sqlite"),
                 ENV_RECALL_STORE: str(self.root / "data" / "memory.sqlite"),
                 ENV_RECALL_LEDGER: str(self.root / "ledgers"),

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from korg_bridge.config import ENV_RECALL_ENGINE_REHEARSE
+from korg_bridge.config import engine_rehearses
 from korg_bridge.errors import KorgError, UsageError
 from korg_bridge.recall.engine.child import Identity, cli_main, serve_call, warm_parsers
 from korg_bridge.recall.engine.protocol import (
@@ -607,8 +607,12 @@ def _warmer(env: Mapping[str, str], models: list[str]) -> Callable[[], object] |
 def _rehearsal(where: Path, env: Mapping[str, str], models: list[str]) -> Rehearsal | None:
     """What the spares rehearse (:mod:`.rehearsal`): by meaning too when the scratch environment
     finds the model this engine loaded (a second copy is never loaded for it); None when
-    ``KORG_RECALL_ENGINE_REHEARSE=0``."""
-    if env.get(ENV_RECALL_ENGINE_REHEARSE, "").strip() == "0":
+    ``KORG_RECALL_ENGINE_REHEARSE`` switches it off.
+
+    Raises:
+        ConfigError: that variable is neither a yes nor a no word.
+    """
+    if not engine_rehearses(env):
         return None
     rehearsal = Rehearsal(where, env, hybrid=False)
     if models:

@@ -9,7 +9,7 @@ memories, a keyword recall took 8-10 ms longer, a hybrid one up to 25 ms longer,
 call run a second time in the same child. The spare has that time to spare while it waits, so it
 runs one recall (:attr:`Rehearsal.steps`) against a tiny scratch environment in
 ``engine/rehearsal/``: a ledger of three events, an index, a store of three memories, made once
-per engine, after its first call, by a helper it forks (:meth:`Rehearsal.prepare`).
+per engine, after its first three calls, by a helper it forks (:meth:`Rehearsal.prepare`).
 
 Nothing of the rehearsal reaches a call: it runs with its own environment, folder, streams (all
 output discarded), logging off and warnings caught; writes off (``KORG_RECALL_WRITES=off``: no use

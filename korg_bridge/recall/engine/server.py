@@ -80,6 +80,9 @@ TICK_S = 1.0
 """The longest the parent sleeps between looks at its children and the idle clock."""
 SPARE_EXIT_S = 10.0
 """How long a spare told to go may take (it finishes its warm-up, tens of milliseconds)."""
+REHEARSE_AFTER = 3
+"""Calls an engine answers before it makes the scratch history its spares rehearse on (a helper
+process, some 150 ms of work: worth it for an agent's session, not for a script's two calls)."""
 VECTORS_EVERY_S = 1.0
 """The most often the engine reads the history vectors written since (a listing, then the new chunks)."""
 PRELOAD = (
@@ -389,7 +392,7 @@ class Engine:
             break
         conn.close()  # before the next fork: only the call's child may hold the caller's connection
         self.last = time.monotonic()
-        if self.calls == 1 and self.rehearsal is not None:
+        if self.calls == REHEARSE_AFTER and self.rehearsal is not None:
             self._prepare_rehearsal(listener, lock_fd)
         if self.vectors is not None:
             self.vectors.refresh()  # the call runs meanwhile; the next spare starts with them
@@ -397,8 +400,9 @@ class Engine:
             self._fork_spare(listener, lock_fd)
 
     def _prepare_rehearsal(self, listener: socket.socket, lock_fd: int) -> None:
-        """Make the scratch history the spares rehearse on, in a helper forked now: after the first
-        call, so an engine that serves one call (a test's, a script's) never spends on it."""
+        """Make the scratch history the spares rehearse on, in a helper forked now: after
+        :data:`REHEARSE_AFTER` calls, so an engine that serves a few (a test's, a script's) never
+        spends on it."""
         assert self.rehearsal is not None
         own = [listener.fileno(), lock_fd, self.wake_r, self.wake_w, *(self.watch.fds if self.watch else [])]
         if self.spare is not None:

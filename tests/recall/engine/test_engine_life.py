@@ -369,15 +369,19 @@ def test_a_spare_waits_for_each_next_call_and_one_killed_is_replaced(
 def test_spares_rehearse_on_a_scratch_history_of_their_own_and_answers_stay_the_same(
     engine: Running, env: dict[str, str], project: Path
 ) -> None:
-    """After the first call the engine makes a scratch history and store in its folder; each spare
+    """After its first few calls the engine makes a scratch history and store in its folder; each spare
     then runs a recall there before its call arrives. Nothing of it reaches a call -- the answers,
     the stderr (``--debug`` included) and the user's store are a fresh process's -- and the scratch
     folder goes with the engine."""
     import sqlite3
 
+    from korg_bridge.recall.engine.server import REHEARSE_AFTER
+
     scratch = engine_dir(env) / "rehearsal"
     made = run(env, "remember", "--content", "the deploy uses blue green", "--type", "project", cwd=project)
     assert made.returncode == 0, made.stderr
+    for _ in range(REHEARSE_AFTER - 1):
+        assert answered(env, project)
     assert wait_for(lambda: (scratch / "ready").is_file(), timeout=BOUND)
     assert stat.S_IMODE(scratch.stat().st_mode) == 0o700
 

@@ -512,6 +512,7 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
     from korg_bridge.recall.paths import index_file
 
     index = Path(index_file(env))
+    rehearse = engine_rehearses(env)  # a bad value stops the engine before it loads anything
     where = engine_dir(env)
     sock = where / SOCKET_NAME
     if len(os.fsencode(sock)) > SUN_PATH_MAX:
@@ -543,7 +544,7 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
         models = preload(env)
         engine.vectors = _kept_vectors(env, index, identity.store, models)
         engine.warm = _warmer(env, models)
-        engine.rehearsal = _rehearsal(where, env, models)
+        engine.rehearsal = _rehearsal(where, env, models) if rehearse else None
         # Everything loaded so far lives as long as the engine: out of the collector's sight, a
         # child's collections never walk (and so never copy) the pages it shares with the parent.
         gc.collect()
@@ -608,16 +609,9 @@ def _warmer(env: Mapping[str, str], models: list[str]) -> Callable[[], object] |
     return lambda: embedder.embed_windows(["a spare warming up its copy of the model"], [1])
 
 
-def _rehearsal(where: Path, env: Mapping[str, str], models: list[str]) -> Rehearsal | None:
+def _rehearsal(where: Path, env: Mapping[str, str], models: list[str]) -> Rehearsal:
     """What the spares rehearse (:mod:`.rehearsal`): by meaning too when the scratch environment
-    finds the model this engine loaded (a second copy is never loaded for it); None when
-    ``KORG_RECALL_ENGINE_REHEARSE`` switches it off.
-
-    Raises:
-        ConfigError: that variable is neither a yes nor a no word.
-    """
-    if not engine_rehearses(env):
-        return None
+    finds the model this engine loaded (a second copy is never loaded for it)."""
     rehearsal = Rehearsal(where, env, hybrid=False)
     if models:
         from korg_bridge.recall.semantic.model import resolve_model

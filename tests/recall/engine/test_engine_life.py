@@ -412,6 +412,21 @@ def test_spares_rehearse_on_a_scratch_history_of_their_own_and_answers_stay_the_
     assert not scratch.exists()
 
 
+def test_a_bad_rehearsal_switch_stops_the_engine_at_once_naming_it(env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [*korg_recall(), "engine", "--idle-exit", "1s"],
+        env={**env, "KORG_RECALL_ENGINE_REHEARSE": "maybe"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "KORG_RECALL_ENGINE_REHEARSE='maybe' is not a yes/no value" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
 def test_no_rehearsal_when_switched_off(env: dict[str, str], project: Path) -> None:
     quiet = {**env, "KORG_RECALL_ENGINE_REHEARSE": "0"}
     running = start(quiet)

@@ -37,7 +37,19 @@ def calls(pid: int, *, spares: bool = False) -> list[int]:
     for the next call)."""
     from korg_bridge.recall.engine.server import CALL_NAME, SPARE_NAME
 
-    names = (CALL_NAME, SPARE_NAME) if spares else (CALL_NAME,)
+    return children(pid, CALL_NAME, SPARE_NAME) if spares else children(pid, CALL_NAME)
+
+
+def spares(pid: int) -> list[int]:
+    """The engine ``pid``'s children waiting for the next call, from one look at ``/proc``: two
+    looks (calls and spares, less calls) would count a call's child that ended between them."""
+    from korg_bridge.recall.engine.server import SPARE_NAME
+
+    return children(pid, SPARE_NAME)
+
+
+def children(pid: int, *names: str) -> list[int]:
+    """``pid``'s children whose process name is one of ``names``, lowest pid first."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -48,7 +60,7 @@ def calls(pid: int, *, spares: bool = False) -> list[int]:
                 continue
             if int(rest.split()[1]) == pid and name in names:
                 found.append(int(entry))
-    return found
+    return sorted(found)
 
 
 def engine_dir(env: Mapping[str, str]) -> Path:

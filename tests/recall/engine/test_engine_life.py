@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from korg_bridge.recall.engine import protocol as front
-from tests.helpers.engine import Running, calls, engine_dir, korg_recall, start, sweep
+from tests.helpers.engine import Running, calls, engine_dir, korg_recall, spares, start, sweep
 from tests.recall.engine.conftest import BOUND, alive, answered, off, run
 
 
@@ -352,17 +352,14 @@ def test_a_spare_waits_for_each_next_call_and_one_killed_is_replaced(
     killed from outside costs nothing but a fork: the next call is still the engine's, and the
     engine's process group (Ctrl-C at its terminal) is not the spare's."""
 
-    def spares() -> list[int]:
-        return sorted(set(calls(engine.pid, spares=True)) - set(calls(engine.pid)))
-
-    assert wait_for(lambda: len(spares()) == 1)
-    spare = spares()[0]
+    assert wait_for(lambda: len(spares(engine.pid)) == 1)
+    spare = spares(engine.pid)[0]
     assert os.getpgid(spare) == spare != os.getpgid(engine.pid)
     assert answered(env, project)  # the spare took that call; another waits for the next
-    assert wait_for(lambda: spares() not in ([], [spare]))
-    os.kill(spares()[0], signal.SIGKILL)
+    assert wait_for(lambda: spares(engine.pid) not in ([], [spare]))
+    os.kill(spares(engine.pid)[0], signal.SIGKILL)
     assert answered(env, project)
-    assert wait_for(lambda: len(spares()) == 1)
+    assert wait_for(lambda: len(spares(engine.pid)) == 1)
     assert wait_for(lambda: not calls(engine.pid))  # every call's child ended and was reaped
 
 

@@ -17,36 +17,43 @@ def cards(page: Page) -> list[str]:
     return page.locator("#memory-list > li").evaluate_all("items => items.map(i => i.dataset.id)")
 
 
+def apply_filters(page: Page) -> None:
+    """Submit the filters and wait for the page they load: the old page's list (or the blank one
+    between) must not be read as the answer."""
+    with page.expect_navigation():
+        page.click(".filters button[type=submit]")
+
+
 def test_memories_list_filters_by_type_state_tag_pinned_and_source(page: Page, console: Console) -> None:
     m = console.demo.memories
     page.goto(console.at("/memories"))
     assert set(cards(page)) == {m["refunds"], m["commits"], m["staging"], m["untrusted"], m["english"]}
     page.select_option("#type", "reference")
-    page.click(".filters button[type=submit]")
+    apply_filters(page)
     assert cards(page) == [m["staging"]]
     page.goto(console.at("/memories"))
     page.select_option("#state", "retired")
-    page.click(".filters button[type=submit]")
+    apply_filters(page)
     assert cards(page) == [m["jenkins"]]
     page.select_option("#state", "untrusted")
-    page.click(".filters button[type=submit]")
+    apply_filters(page)
     assert cards(page) == [m["untrusted"]]
     expect(page.locator(f'[data-id="{m["untrusted"]}"] .badge.untrusted')).to_be_visible()
     page.select_option("#state", "pending")
-    page.click(".filters button[type=submit]")
+    apply_filters(page)
     assert set(cards(page)) == {m["pending"], m["pending2"]}
     page.goto(console.at("/memories?tag=deploy"))
     assert cards(page) == [m["staging"]]
     page.goto(console.at("/memories"))
     page.select_option("#pinned", "yes")
-    page.click(".filters button[type=submit]")
+    apply_filters(page)
     assert cards(page) == [m["commits"]]
     page.select_option("#pinned", "")
     page.select_option("#source", "user")
-    page.click(".filters button[type=submit]")
+    apply_filters(page)
     assert set(cards(page)) == {m["commits"], m["english"]}
     page.select_option("#source", "agent")
-    page.click(".filters button[type=submit]")
+    apply_filters(page)
     assert set(cards(page)) == {m["refunds"], m["staging"], m["untrusted"]}
     page.goto(console.at("/memories?scope=user"))
     assert cards(page) == [m["english"]]

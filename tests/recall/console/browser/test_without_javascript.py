@@ -33,7 +33,8 @@ def test_filter_search_revise_approve_and_purge_work_without_javascript(
     assert page.evaluate("document.documentElement.classList.contains('js')") is False
     page.fill("#q", "staging")
     page.select_option("#mode", "keyword")
-    page.click(".filters button[type=submit]")
+    with page.expect_navigation():
+        page.click(".filters button[type=submit]")
     page.click(f'#memory-list a[href="/memories/{m["staging"]}"]')
     # no toggles without a script; the diff form and the actions are plain forms
     expect(page.locator(".diff-toggles")).to_be_hidden()

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,10 +99,12 @@ class Running:
         return code
 
 
-def start(env: Mapping[str, str], *extra: str, cwd: Path | None = None) -> Running:
-    """``korg-recall engine`` for the index ``env`` names, once it listens."""
+def start(
+    env: Mapping[str, str], *extra: str, cwd: Path | None = None, command: Sequence[str] | None = None
+) -> Running:
+    """``korg-recall engine`` (or ``command engine``) for the index ``env`` names, once it listens."""
     proc = subprocess.Popen(
-        [*korg_recall(), "engine", "--idle-exit", "10m", *extra],
+        [*(command or korg_recall()), "engine", "--idle-exit", "10m", *extra],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -41,7 +41,7 @@ from korg_bridge.recall.engine.protocol import (
     REPLY_S,
     REQUEST,
     WROTE,
-    code_fingerprint,
+    code_identity,
     configured_store,
     connect,
     engine_dir,
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOST_EXIT",
-    "code_fingerprint",
+    "code_identity",
     "console",
     "engine_dir",
     "main",
@@ -152,7 +152,7 @@ def call(conn: socket, argv: Sequence[str], index: str, store: str) -> int | Non
     request = {
         "protocol": PROTOCOL,
         "version": version(),
-        "fingerprint": code_fingerprint(),
+        "fingerprint": code_identity(),
         "index": index,
         "store": store,
         "argv": list(argv),

@@ -6,7 +6,7 @@ The front imports this on every call before anything else, so it uses only modul
 the interpreter or already loaded by its start-up (``_socket`` is the one extension module):
 not ``socket`` (which pulls in ``enum`` and ``selectors``), ``json`` (``re``), ``struct`` or
 ``pathlib``; together they were two thirds of a front's own time. ``marshal`` carries the
-frames: both ends are the same interpreter (the fingerprint says so, and a frame another one
+frames: both ends are the same interpreter (the code identity says so, and a frame another one
 cannot read is refused unanswered), and it only ever reads what a process of the same user sent
 (``SO_PEERCRED``) -- marshal builds values, it never runs them.
 """
@@ -42,12 +42,16 @@ __all__ = [
     "SUN_PATH_MAX",
     "WROTE",
     "code_fingerprint",
+    "code_identity",
     "configured_store",
     "connect",
     "engine_dir",
     "engine_folder",
     "frame",
     "make_dir",
+    "package_files",
+    "package_folders",
+    "package_root",
     "peer_uid",
     "read_frame",
     "receive_with_fds",
@@ -55,7 +59,7 @@ __all__ = [
     "version",
 ]
 
-PROTOCOL = 1
+PROTOCOL = 2
 """The wire's version: part of every request; an engine speaking another refuses."""
 DIR_NAME = "engine"
 SOCKET_NAME = "engine.sock"
@@ -226,39 +230,77 @@ def peer_uid(conn: _socket.socket) -> tuple[int, int]:
     )
 
 
-def code_fingerprint() -> str:
-    """What the code is: the interpreter, and every file of the package by name, size and mtime.
+def package_root() -> str:
+    """The folder holding the ``korg_bridge`` package this process imported, links resolved."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
-    An engine started before an upgrade or an edit differs from a front started after it, and
-    refuses the call. Stats, not contents, and ``zlib``'s checksums rather than ``hashlib`` (whose
-    OpenSSL import alone costs more than the walk): about a millisecond for the whole package.
-    The checksums guard against accidents (an edit, an upgrade, another venv), not an adversary:
-    whoever can write the package's files runs their own code anyway.
+
+def code_identity() -> str:
+    """Which installation this process runs: the interpreter, its prefix, the package's folder.
+
+    The front sends this, not a walk over the package's files: an engine answers only while its
+    watch over those files (:mod:`.codewatch`) has seen no change since it loaded them, so an
+    engine started before an upgrade or an edit stops answering the moment the files change. The
+    walk (:func:`code_fingerprint`, 3 ms) was a tenth of a whole call.
     """
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    return f"{sys.version}\n{sys.prefix}\n{package_root()}"
+
+
+def code_fingerprint(root: str | None = None) -> str:
+    """What the code is: the interpreter, and every file of the package (this process's, or the
+    one in ``root``) by name, size and mtime.
+
+    Stats, not contents, and ``zlib``'s checksums rather than ``hashlib``. What an engine compares
+    its package with on each call where it has no inotify watch over it (:mod:`.codewatch`); shown
+    in ``engine.json``. The checksums guard against accidents (an edit, an upgrade, another venv),
+    not an adversary: whoever can write the package's files runs their own code anyway.
+    """
+    root = root or package_root()
     parts = [f"{sys.version}\0{sys.prefix}\0{root}"]
-    folders = [root]
-    while folders:
-        folder = folders.pop()
-        try:
-            with os.scandir(folder) as found:
-                entries = sorted(found, key=lambda item: item.name)
-        except OSError:
-            continue
-        for entry in entries:  # (try/except, not contextlib: the front imports as little as it can)
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name != "__pycache__":
-                        folders.append(entry.path)
-                elif not entry.name.endswith((".pyc", ".pyo")):
-                    info = entry.stat()
-                    parts.append(f"{entry.path[len(root) :]}\0{info.st_size}\0{info.st_mtime_ns}")
-            except OSError:
-                continue
+    for path, info in package_files(root):
+        parts.append(f"{path[len(root) :]}\0{info.st_size}\0{info.st_mtime_ns}")
     listing = "\n".join(parts).encode("utf-8", "surrogateescape")
-    import zlib  # an extension module, but a small one: hashlib's OpenSSL costs more than the walk
+    import zlib
 
     return f"{zlib.crc32(listing):08x}{zlib.adler32(listing):08x}{len(parts):04x}"
+
+
+def package_files(root: str) -> list[tuple[str, os.stat_result]]:
+    """Every file under ``root`` but compiled bytecode, with its ``stat``, in a fixed order."""
+    found: list[tuple[str, os.stat_result]] = []
+    for folder in package_folders(root):
+        try:
+            with os.scandir(folder) as listed:
+                entries = sorted(listed, key=lambda item: item.name)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if not entry.is_dir(follow_symlinks=False) and not entry.name.endswith((".pyc", ".pyo")):
+                    found.append((entry.path, entry.stat()))
+            except OSError:
+                continue
+    return found
+
+
+def package_folders(root: str) -> list[str]:
+    """``root`` and every folder below it but ``__pycache__``, links not followed, depth first."""
+    found: list[str] = []
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        found.append(folder)
+        try:
+            with os.scandir(folder) as listed:
+                subs = sorted(
+                    entry.path
+                    for entry in listed
+                    if entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False)
+                )
+        except OSError:
+            continue
+        pending.extend(reversed(subs))
+    return found
 
 
 def version() -> str:

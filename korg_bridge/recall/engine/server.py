@@ -43,6 +43,7 @@ from typing import Any
 from korg_bridge.config import engine_rehearses
 from korg_bridge.errors import KorgError, UsageError
 from korg_bridge.recall.engine.child import Identity, cli_main, serve_call, warm_parsers
+from korg_bridge.recall.engine.codewatch import CodeWatch
 from korg_bridge.recall.engine.protocol import (
     HANDOFF,
     INFO_NAME,
@@ -53,10 +54,12 @@ from korg_bridge.recall.engine.protocol import (
     SOCKET_NAME,
     SUN_PATH_MAX,
     code_fingerprint,
+    code_identity,
     configured_store,
     engine_dir,
     frame,
     make_dir,
+    package_root,
     peer_uid,
     read_frame,
     receive_with_fds,
@@ -270,11 +273,18 @@ class Engine:
     """The parent's state: its children, its clock, whether it drains."""
 
     def __init__(
-        self, where: Path, identity: Identity, idle_s: float | None, watch: MirrorWatch | None = None
+        self,
+        where: Path,
+        identity: Identity,
+        idle_s: float | None,
+        watch: MirrorWatch | None = None,
+        code: CodeWatch | None = None,
     ) -> None:
         self.where = where
         self.identity = identity
         self.watch = watch
+        self.code = code
+        """The watch over the engine's own package: a change makes it stop answering."""
         self.vectors: _Vectors | None = None
         self.warm: Callable[[], object] | None = None
         """What a spare runs while it waits (:func:`_warmer`)."""
@@ -327,9 +337,8 @@ class Engine:
                 _name(SPARE_NAME)
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     signal.signal(sig, signal.SIG_DFL)
-                if self.watch is not None:
-                    for fd in self.watch.fds:  # the inotify descriptor and the reports are the parent's
-                        os.close(fd)
+                for fd in self._watch_fds():  # the inotify descriptors and the reports are the parent's
+                    os.close(fd)
                 self._wait_and_serve(theirs)
             finally:
                 os._exit(0)
@@ -364,8 +373,20 @@ class Engine:
             served["mirror_watch"] = state["watch_status"]
         serve_call(conn, self.identity, served)
 
+    def _watch_fds(self) -> list[int]:
+        return [*(self.watch.fds if self.watch else []), *(self.code.fds if self.code else [])]
+
     def _hand(self, conn: socket.socket, listener: socket.socket, lock_fd: int) -> None:
-        """Give ``conn`` to the spare (forking one if there is none), then fork the next spare."""
+        """Give ``conn`` to the spare (forking one if there is none), then fork the next spare --
+        unless the package changed on disk: then the connection is closed unanswered (its front
+        runs the call itself) and the engine stops (:mod:`.codewatch`)."""
+        why = self.code.stale() if self.code is not None else None
+        if why is not None:
+            conn.close()
+            if not self.draining:
+                logger.warning("korg-recall: engine: its code changed on disk (%s); stopping", why)
+                self.draining = True
+            return
         if self.watch is not None:
             self.watch.drain()  # every change finished before the call is in what the child sees
         state: dict[str, Any] = {"watch": None}
@@ -404,7 +425,7 @@ class Engine:
         :data:`REHEARSE_AFTER` calls, so an engine that serves a few (a test's, a script's) never
         spends on it."""
         assert self.rehearsal is not None
-        own = [listener.fileno(), lock_fd, self.wake_r, self.wake_w, *(self.watch.fds if self.watch else [])]
+        own = [listener.fileno(), lock_fd, self.wake_r, self.wake_w, *self._watch_fds()]
         if self.spare is not None:
             own.append(self.spare[1].fileno())
         pid = self.rehearsal.prepare(cli_main(), own)
@@ -511,6 +532,7 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
     """
     from korg_bridge.recall.paths import index_file
 
+    code = CodeWatch(package_root())  # before anything more of the package is imported
     index = Path(index_file(env))
     rehearse = engine_rehearses(env)  # a bad value stops the engine before it loads anything
     where = engine_dir(env)
@@ -537,8 +559,8 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
             os.nice(NICE)
     for name, value in SINGLE_THREADED.items():  # before numpy, onnxruntime and tokenizers load
         os.environ.setdefault(name, value)
-    identity = Identity(version(), code_fingerprint(), index_file(env), configured_store(env))
-    engine = Engine(where, identity, idle_s, _mirror_watch(identity.store))
+    identity = Identity(version(), code_identity(), index_file(env), configured_store(env))
+    engine = Engine(where, identity, idle_s, _mirror_watch(identity.store), code)
     try:
         started = time.monotonic()
         models = preload(env)
@@ -555,7 +577,8 @@ def run(env: Mapping[str, str], idle_s: float | None, *, nice: bool = False, log
             {
                 "pid": os.getpid(),
                 "version": identity.version,
-                "fingerprint": identity.fingerprint,
+                "fingerprint": code.fingerprint or code_fingerprint(),
+                "code_watch": code.watching,
                 "index": identity.index,
                 "store": _store_label(identity.store),
                 "socket": str(sock),

@@ -56,7 +56,7 @@ def _request(env: Mapping[str, str], **changes: object) -> tuple[bytes, object]:
         request = {
             "protocol": front.PROTOCOL,
             "version": front.version(),
-            "fingerprint": front.code_fingerprint(),
+            "fingerprint": front.code_identity(),
             "index": str(engine_dir(env).parent / "index.sqlite"),
             "store": front.configured_store(env),
             "argv": ["remember", "--content", "must never land", "--type", "user"],

@@ -122,10 +122,7 @@ def _evidence(
         unknown = [rowid for rowid in raw if rowid not in cosines]
         cosines.update(conn.vectors.cosines_of(conn, unknown, model, dim, vector))
         if raw and len(terms) > 1:
-            condition, extra = conn.text.condition(terms, every=True)
-            marks = ", ".join("?" * len(raw))
-            sql = f"SELECT m.rowid FROM memory m WHERE m.rowid IN ({marks}) AND {condition}"
-            complete = {int(row[0]) for row in conn.execute(sql, (*raw, *extra))}
+            complete = conn.text.holding(conn, list(raw), terms)
         elif raw:
             complete = set(raw)
     return raw, cosines, complete
@@ -268,12 +265,9 @@ def _matched_terms(conn: Tx, terms: Sequence[str], rowids: Sequence[int]) -> dic
     found: dict[int, set[str]] = {rowid: set() for rowid in rowids}
     if len(rowids) < 2:
         return {rowid: frozenset(hit) for rowid, hit in found.items()}
-    marks = ", ".join("?" * len(rowids))
     for word in words:
-        condition, params = conn.text.condition([word], every=True)
-        sql = f"SELECT m.rowid FROM memory m WHERE m.rowid IN ({marks}) AND {condition}"
-        for (rowid,) in conn.execute(sql, (*rowids, *params)):
-            found[int(rowid)].add(word)
+        for rowid in conn.text.holding(conn, rowids, [word]):
+            found[rowid].add(word)
     return {rowid: frozenset(hit) for rowid, hit in found.items()}
 
 

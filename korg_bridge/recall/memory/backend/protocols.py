@@ -62,6 +62,10 @@ class FullText(Protocol):
         """A condition on ``m`` true when the row matches every term (``every``) or any."""
         ...
 
+    def holding(self, tx: Tx, rowids: Sequence[int], terms: Sequence[str]) -> set[int]:
+        """Those of ``rowids`` that match every one of ``terms``."""
+        ...
+
     def index(self, tx: Tx, rowid: int, title: str, body: str, tags: Sequence[str]) -> None:
         """Make a newly inserted row searchable (a no-op where the index follows the row)."""
         ...

@@ -111,6 +111,14 @@ class PgText:
     def condition(self, terms: Sequence[str], *, every: bool) -> tuple[str, list[object]]:
         return f"m.tsv @@ {query_sql(len(terms), '&&' if every else '||')}", list(terms)
 
+    def holding(self, tx: Tx, rowids: Sequence[int], terms: Sequence[str]) -> set[int]:
+        if not rowids:
+            return set()
+        condition, params = self.condition(terms, every=True)
+        marks = ", ".join("?" * len(rowids))
+        sql = f"SELECT m.rowid FROM memory m WHERE m.rowid IN ({marks}) AND {condition}"
+        return {int(row[0]) for row in tx.execute(sql, (*rowids, *params))}
+
     def index(self, tx: Tx, rowid: int, title: str, body: str, tags: Sequence[str]) -> None:
         """Nothing to do: the column is generated from the row."""
 

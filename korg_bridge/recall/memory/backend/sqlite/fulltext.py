@@ -37,7 +37,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Tx
 
-__all__ = ["FTS5_IDF_FLOOR", "SqliteText", "fts_expression", "idf", "members_sql", "ranked_sql", "rescored"]
+__all__ = [
+    "FTS5_IDF_FLOOR",
+    "SqliteText",
+    "fts_expression",
+    "idf",
+    "members",
+    "members_sql",
+    "ranked_sql",
+    "rescored",
+]
 
 FTS5_IDF_FLOOR = 1e-6
 """The weight FTS5's ``bm25()`` gives a word whose ``ln((N - n + 0.5) / (n + 0.5))`` is not positive."""
@@ -65,6 +74,18 @@ def members_sql() -> str:
     return "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?"
 
 
+def members(tx: Tx, expression: str) -> frozenset[int]:
+    """The rows matching the FTS5 ``expression``: read once per read-only transaction (its
+    ``fts_members``), else each time."""
+    memo: dict[str, frozenset[int]] | None = getattr(tx, "fts_members", None)
+    found = None if memo is None else memo.get(expression)
+    if found is None:
+        found = frozenset(int(row[0]) for row in tx.execute(members_sql(), (expression,)))
+        if memo is not None:
+            memo[expression] = found
+    return found
+
+
 def idf(rows: int, matching: int, *, fts5: bool = False) -> float:
     """A word's BM25 weight among ``rows`` rows of which ``matching`` hold it: Lucene's
     ``ln(1 + (N - n + 0.5) / (n + 0.5))``, or (``fts5``) the one FTS5's ``bm25()`` used."""
@@ -85,11 +106,11 @@ def rescored(tx: Tx, terms: Sequence[str], ranked: Sequence[tuple[int, float]]) 
     ours = dict.fromkeys(rowids, 0.0)
     theirs = dict.fromkeys(rowids, 0.0)
     for term in dict.fromkeys(terms):
-        holding = [int(row[0]) for row in tx.execute(members_sql(), (fts_expression([term], "OR"),))]
+        holding = members(tx, fts_expression([term], "OR"))
         if not holding:
             continue
         mine, fts5 = idf(total, len(holding)), idf(total, len(holding), fts5=True)
-        for rowid in ours.keys() & set(holding):
+        for rowid in ours.keys() & holding:
             ours[rowid] += mine
             theirs[rowid] += fts5
     return {
@@ -115,6 +136,11 @@ class SqliteText:
             "m.rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?)",
             [fts_expression(terms, "AND" if every else "OR")],
         )
+
+    def holding(self, tx: Tx, rowids: Sequence[int], terms: Sequence[str]) -> set[int]:
+        # FTS5's AND of quoted phrases is the intersection of each phrase's rows.
+        rows = [members(tx, fts_expression([term], "OR")) for term in dict.fromkeys(terms)]
+        return {rowid for rowid in rowids if all(rowid in found for found in rows)}
 
     def index(self, tx: Tx, rowid: int, title: str, body: str, tags: Sequence[str]) -> None:
         tx.execute(

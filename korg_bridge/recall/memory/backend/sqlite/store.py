@@ -90,13 +90,16 @@ class SqliteTx:
 
     has_mirror = True
 
-    def __init__(self, conn: sqlite3.Connection, path: Path | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path | None = None, *, snapshot: bool = False) -> None:
         from korg_bridge.recall.memory.backend.sqlite.fulltext import SQLITE_TEXT
         from korg_bridge.recall.memory.backend.sqlite.vectors import SQLITE_VECTORS
 
         self.conn = conn
         self.path = path
         """The store's file: a resident engine keeps this store's vectors by it (:mod:`.resident`)."""
+        self.fts_members: dict[str, frozenset[int]] | None = {} if snapshot else None
+        """In a read-only transaction (one snapshot), the rows each FTS5 expression matched, read
+        once: a search asks for the same word's rows to score, to group and to order its hits."""
         self.text = SQLITE_TEXT
         self.vectors = SQLITE_VECTORS
 
@@ -379,7 +382,7 @@ class SqliteStore:
         conn = self.conn
         try:
             conn.execute("BEGIN")
-            yield SqliteTx(conn, self.path)
+            yield SqliteTx(conn, self.path, snapshot=True)
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
         finally:

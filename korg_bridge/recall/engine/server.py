@@ -44,6 +44,7 @@ from korg_bridge.config import engine_rehearses
 from korg_bridge.errors import KorgError, UsageError
 from korg_bridge.recall.engine.child import Identity, cli_main, serve_call, warm_parsers
 from korg_bridge.recall.engine.codewatch import CodeWatch
+from korg_bridge.recall.engine.keeper import keep
 from korg_bridge.recall.engine.protocol import (
     HANDOFF,
     INFO_NAME,
@@ -110,6 +111,8 @@ Small vector products split rows, never sums, across threads, so the figures are
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|)\s*$")
 
 
+KEEPER_NAME = "korg-keeper"
+"""The process holding the index and store open between calls (:mod:`.keeper`)."""
 SPARE_NAME = "korg-spare"
 """What ``ps`` calls a child waiting for a call (``/proc/<pid>/comm``, 15 bytes at most)."""
 CALL_NAME = "korg-call"
@@ -293,7 +296,11 @@ class Engine:
         self.idle_s = idle_s
         self.children: set[int] = set()
         self.spare: tuple[int, socket.socket] | None = None
+        self.keeper: tuple[int, int] | None = None
+        """The keeper's pid and the pipe the engine pokes it through after each call."""
         self.calls = 0
+        self.keeps = True
+        """Whether to fork a keeper (:mod:`.keeper`)."""
         self.last = time.monotonic()
         self.draining = False
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -315,8 +322,63 @@ class Engine:
                 self.spare[1].close()  # it died waiting (killed from outside): the next call forks another
                 self.spare = None
                 continue
+            if self.keeper is not None and pid == self.keeper[0]:
+                os.close(self.keeper[1])  # killed from outside: calls close their files as without one
+                self.keeper = None
+                continue
+            if pid in self.children:
+                self._poke_keeper()
             self.children.discard(pid)
             self.last = time.monotonic()
+
+    def _poke_keeper(self) -> None:
+        """A call ended: the keeper checkpoints (never waiting for anyone)."""
+        if self.keeper is not None:
+            with contextlib.suppress(OSError):  # full (it is behind: one poke is as good as many)
+                os.write(self.keeper[1], b".")
+
+    def _fork_keeper(self, listener: socket.socket, lock_fd: int) -> None:
+        """Fork the keeper (:mod:`.keeper`) for the index and a SQLite store."""
+        paths = [(self.identity.index, "index")]
+        if "://" not in self.identity.store:
+            paths.append((self.identity.store, "store"))
+        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(write_fd)
+                for fd in (listener.fileno(), lock_fd, self.wake_r, self.wake_w, *self._own_fds()):
+                    os.close(fd)
+                signal.set_wakeup_fd(-1)
+                os.setpgid(0, 0)  # Ctrl-C at the engine's terminal is the engine's: it ends the keeper
+                _name(KEEPER_NAME)
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+                    signal.signal(sig, signal.SIG_DFL)
+                keep(read_fd, paths)
+            finally:
+                os._exit(0)
+        os.close(read_fd)
+        os.set_blocking(write_fd, False)
+        self.keeper = (pid, write_fd)
+
+    def _stop_keeper(self) -> None:
+        """Close the keeper's pipe: it closes its files (the logs checkpointed and removed) and
+        exits; one that has not within :data:`SPARE_EXIT_S` is killed."""
+        if self.keeper is None:
+            return
+        pid, write_fd = self.keeper
+        self.keeper = None
+        os.close(write_fd)
+        deadline = time.monotonic() + SPARE_EXIT_S
+        try:
+            while os.waitpid(pid, os.WNOHANG)[0] == 0:
+                if time.monotonic() >= deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    return
+                time.sleep(0.01)
+        except (ChildProcessError, ProcessLookupError):
+            return
 
     def _fork_spare(self, listener: socket.socket, lock_fd: int) -> None:
         """Fork the child that will take the next call, ahead of it: forking a process this size
@@ -337,7 +399,7 @@ class Engine:
                 _name(SPARE_NAME)
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     signal.signal(sig, signal.SIG_DFL)
-                for fd in self._watch_fds():  # the inotify descriptors and the reports are the parent's
+                for fd in self._own_fds():  # the watches, the reports and the keeper's pipe are the parent's
                     os.close(fd)
                 self._wait_and_serve(theirs)
             finally:
@@ -373,8 +435,13 @@ class Engine:
             served["mirror_watch"] = state["watch_status"]
         serve_call(conn, self.identity, served)
 
-    def _watch_fds(self) -> list[int]:
-        return [*(self.watch.fds if self.watch else []), *(self.code.fds if self.code else [])]
+    def _own_fds(self) -> list[int]:
+        """The engine's descriptors besides its socket, lock and wake-up pipe."""
+        return [
+            *(self.watch.fds if self.watch else []),
+            *(self.code.fds if self.code else []),
+            *([self.keeper[1]] if self.keeper else []),
+        ]
 
     def _hand(self, conn: socket.socket, listener: socket.socket, lock_fd: int) -> None:
         """Give ``conn`` to the spare (forking one if there is none), then fork the next spare --
@@ -425,7 +492,7 @@ class Engine:
         :data:`REHEARSE_AFTER` calls, so an engine that serves a few (a test's, a script's) never
         spends on it."""
         assert self.rehearsal is not None
-        own = [listener.fileno(), lock_fd, self.wake_r, self.wake_w, *self._watch_fds()]
+        own = [listener.fileno(), lock_fd, self.wake_r, self.wake_w, *self._own_fds()]
         if self.spare is not None:
             own.append(self.spare[1].fileno())
         pid = self.rehearsal.prepare(cli_main(), own)
@@ -458,11 +525,14 @@ class Engine:
         signal.set_wakeup_fd(self.wake_w)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, self._signal)
+        if self.keeps:
+            self._fork_keeper(listener, lock_fd)
         self._fork_spare(listener, lock_fd)
         try:
             self._serve(listener, lock_fd)
         finally:
             self._drop_spare()
+            self._stop_keeper()
 
     def _serve(self, listener: socket.socket, lock_fd: int) -> None:
         deadline: float | None = None

@@ -5,10 +5,11 @@ into it, syncs, and deletes the log; the next one to open makes a new log and a 
 index. Every call's child did that for both files -- about 4 ms of a keyword recall, spent after
 its answer was written but before the caller saw its exit. With a connection of the keeper open
 on each file, a child's close is just a close; and after each call the engine asks the keeper to
-checkpoint (``PASSIVE``: it never waits for, nor blocks, a reader or a writer), so the log stays
-short and reads keep going through the memory map instead of the log. When the engine stops the
-keeper closes its connections -- the last ones: the log is checkpointed and removed, as a call's
-close always did.
+checkpoint: ``TRUNCATE``, without waiting -- when no call reads or writes, the log is copied into
+the file and emptied (so no byte of a purged memory lingers in a log that no longer gets deleted,
+and reads go through the memory map, not the log); when one does, nothing happens until the next
+call ends. When the engine stops the keeper closes its connections -- the last ones: the log is
+checkpointed and removed, as a call's close always did.
 
 The keeper opens only a file proven korg-recall's beforehand, through a read-only, immutable
 look that cannot change it (the index's application id; the store's first migration), and only
@@ -34,7 +35,8 @@ __all__ = ["ABANDON_MAX", "Keeper", "keep"]
 
 ABANDON_MAX = 8
 """Files let go of without a close (each replaced at its path) before the keeper holds nothing more."""
-CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
+CHECKPOINT = "PRAGMA wal_checkpoint(TRUNCATE)"
+"""On a connection with no busy timeout: done at once, or not at all this time."""
 
 
 @dataclass(slots=True)

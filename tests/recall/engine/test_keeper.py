@@ -6,6 +6,7 @@ and at the engine's end closes what it holds -- the logs checkpointed and gone, 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -17,6 +18,7 @@ from korg_bridge.recall.engine.keeper import Keeper
 from korg_bridge.recall.engine.server import KEEPER_NAME
 from korg_bridge.recall.paths import index_file
 from tests.helpers.engine import Running, children, start
+from tests.helpers.memory import holds
 from tests.recall.engine.conftest import BOUND, answered, off, run
 
 
@@ -60,7 +62,7 @@ def test_a_kept_file_outlives_a_calls_close_and_is_checkpointed_then_released(
     assert log.exists()  # the call's close was not the last: no checkpoint, the log stays
     assert not_checkpointed(store) > 0
     keeper.tend()
-    assert not_checkpointed(store) == 0  # every frame of the log is in the file
+    assert log.stat().st_size == 0  # every frame of the log is in the file, and the log emptied
     keeper.release()
     assert not keeper.held
     assert not log.exists() and not Path(f"{store}-shm").exists()
@@ -127,7 +129,7 @@ def test_an_engine_keeps_its_files_between_calls_and_releases_them_when_it_stops
         held = {os.path.realpath(f"/proc/{keeper}/fd/{fd}") for fd in os.listdir(f"/proc/{keeper}/fd")}
         assert {str(store), str(index)} <= held
         assert Path(f"{store}-wal").exists() and Path(f"{index}-wal").exists()  # kept between calls
-        assert wait_for(lambda: not_checkpointed(store) == 0)  # checkpointed after the calls
+        assert wait_for(lambda: Path(f"{store}-wal").stat().st_size == 0)  # checkpointed after the calls
     finally:
         assert engine.stop() == 0
     assert not keepers(engine)
@@ -149,3 +151,27 @@ def test_a_keeper_killed_from_outside_costs_nothing_but_its_help(env: dict[str, 
         assert answered(env, project)
     finally:
         assert engine.stop() == 0
+
+
+def test_a_purge_while_the_keeper_holds_the_store_leaves_no_byte_in_the_file_or_its_log(
+    env: dict[str, str], project: Path
+) -> None:
+    """The purge's close is no longer the last (the keeper's is), so its log is not deleted: the
+    purge's own checkpoint empties it, and the keeper's next one finds nothing to copy."""
+    store = made_store(env, project)
+    keeper = Keeper([(str(store), "store")])
+    keeper.tend()
+    made = run(
+        off(env), "remember", "--content", "Wombat burrows under the north fence", "--type", "project", "--json",
+        cwd=project,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    memory_id = json.loads(made.stdout)["id"]
+    assert holds(store, "Wombat")
+    done = run(off(env), "forget", "--id", memory_id, "--mode", "purge", "--json", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "purged"
+    assert not holds(store, "Wombat") and not holds(store, "fence")
+    keeper.tend()
+    keeper.release()
+    assert not holds(store, "Wombat")

@@ -27,6 +27,7 @@ import logging
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +51,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 10.0
+CHECKPOINT_RETRY_S = 0.005
+"""Between tries of a checkpoint another one held back."""
 """How long a write waits for another process's: far above one memory write, below patience."""
 INTEGRITY_LINES = 20
 """Problems ``integrity_check`` reports at most (it can list thousands on a wrecked file)."""
@@ -441,13 +444,20 @@ class SqliteStore:
     def checkpoint(self) -> bool:
         """``wal_checkpoint(TRUNCATE)``: copy the WAL into the file and empty it; True if it did.
 
-        A reader in another process can hold it back; the next checkpoint then finishes the job.
+        A checkpoint another connection is running (a resident engine's keeper checkpoints after
+        each call) makes SQLite answer busy at once rather than wait: tried again for up to
+        :data:`BUSY_TIMEOUT_S`. A reader in another process can hold it back longer; the next
+        checkpoint then finishes the job.
         """
-        try:
-            busy, _log, _done = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        except sqlite3.Error:
-            return False
-        return not busy
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                busy, _log, _done = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.Error:
+                return False
+            if not busy or time.monotonic() >= deadline:
+                return not busy
+            time.sleep(CHECKPOINT_RETRY_S)
 
 
 Store = SqliteStore

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -103,6 +104,16 @@ def answered(env: Mapping[str, str], cwd: Path) -> bool:
     assert done.returncode == 0, done.stderr
     value: bool = json.loads(done.stdout)["engine"]["answered"]
     return value
+
+
+def wait_for(predicate: object, timeout: float = 30.0) -> bool:
+    """Whether ``predicate()`` came true within ``timeout`` seconds (looked at every 20 ms)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def alive(pid: int) -> bool:

@@ -23,17 +23,7 @@ import pytest
 
 from korg_bridge.recall.engine import protocol as front
 from tests.helpers.engine import Running, calls, engine_dir, korg_recall, spares, start, sweep
-from tests.recall.engine.conftest import BOUND, alive, answered, off, run
-
-
-def wait_for(predicate: object, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return False
-
+from tests.recall.engine.conftest import BOUND, alive, answered, off, run, wait_for
 
 # --- who may talk to it, and what it refuses ------------------------------------------------------
 

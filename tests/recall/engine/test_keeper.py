@@ -11,7 +11,6 @@ import os
 import signal
 import sqlite3
 import struct
-import time
 from pathlib import Path
 
 from korg_bridge.recall.engine.keeper import Keeper
@@ -19,16 +18,7 @@ from korg_bridge.recall.engine.server import KEEPER_NAME
 from korg_bridge.recall.paths import index_file
 from tests.helpers.engine import Running, children, start
 from tests.helpers.memory import holds
-from tests.recall.engine.conftest import BOUND, answered, off, run
-
-
-def wait_for(predicate: object, timeout: float = BOUND) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        time.sleep(0.02)
-    return False
+from tests.recall.engine.conftest import answered, off, run, wait_for
 
 
 def made_store(env: dict[str, str], project: Path) -> Path:

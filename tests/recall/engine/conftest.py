@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -76,11 +76,17 @@ def engine(env: Mapping[str, str]) -> Iterator[Running]:
 
 
 def run(
-    env: Mapping[str, str], *args: str, cwd: Path, stdin: str | None = None, timeout: float = BOUND
+    env: Mapping[str, str],
+    *args: str,
+    cwd: Path,
+    stdin: str | None = None,
+    timeout: float = BOUND,
+    command: Sequence[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``korg-recall ARGS`` as the bridge runs it: a fresh process, pipes, stdin /dev/null."""
+    """``korg-recall ARGS`` (or ``command ARGS``) as the bridge runs it: a fresh process, pipes,
+    stdin /dev/null."""
     return subprocess.run(
-        [*korg_recall(), *args],
+        [*(command or korg_recall()), *args],
         input=stdin,
         stdin=subprocess.DEVNULL if stdin is None else None,
         capture_output=True,
@@ -98,9 +104,9 @@ def off(env: Mapping[str, str]) -> dict[str, str]:
     return {**env, "KORG_RECALL_ENGINE": "off"}
 
 
-def answered(env: Mapping[str, str], cwd: Path) -> bool:
+def answered(env: Mapping[str, str], cwd: Path, command: Sequence[str] | None = None) -> bool:
     """Whether an engine answered a ``stats`` call in ``env``."""
-    done = run(env, "stats", "--json", cwd=cwd)
+    done = run(env, "stats", "--json", cwd=cwd, command=command)
     assert done.returncode == 0, done.stderr
     value: bool = json.loads(done.stdout)["engine"]["answered"]
     return value

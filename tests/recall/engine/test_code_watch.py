@@ -18,7 +18,7 @@ from korg_bridge.recall.engine import codewatch
 from korg_bridge.recall.engine.codewatch import CodeWatch
 from korg_bridge.recall.engine.protocol import code_fingerprint
 from tests.helpers.engine import start
-from tests.recall.engine.conftest import BOUND
+from tests.recall.engine.conftest import BOUND, answered
 
 FRONT = "import sys; from korg_bridge.recall.engine.front import console; sys.exit(console())"
 
@@ -75,27 +75,12 @@ def test_an_engine_whose_package_changes_stops_answering_and_stops(
     try:
         assert engine.info()["code_watch"] is True
 
-        def answered() -> bool:
-            import json
-            import subprocess
-
-            done = subprocess.run(
-                [*front, "stats", "--json"],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                env=env,
-                cwd=project,
-                timeout=BOUND,
-                check=False,
-            )
-            assert done.returncode == 0, done.stderr
-            return bool(json.loads(done.stdout)["engine"]["answered"])
-
-        assert answered() and answered()  # the copy's bytecode, written meanwhile, is no change
+        assert answered(env, project, front) and answered(
+            env, project, front
+        )  # the copy's bytecode, written meanwhile, is no change
         assert list(package.rglob("__pycache__/*.pyc"))
         os.utime(package / "recall" / "history" / "index.py")
-        assert not answered()  # refused at once: run in its own process, same answer
+        assert not answered(env, project, front)  # refused at once: run in its own process, same answer
         deadline = time.monotonic() + BOUND
         while engine.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -9,11 +9,14 @@ event in it (a write, a ``touch``, a rename, a delete, anything). Before forking
 parent reads every pending event, so the child inherits generations that include every change
 finished before the call began. A child whose scan of a folder found nothing to take in writes
 ``clean <generation> <folder>`` to the parent's report pipe; the parent marks the folder clean
-at that generation. From then on every event in the folder is one on a file it names (or it
-drops the mark): the parent keeps those names, and a later child looks at those files only --
-``stat`` and a compare with the store's record, as the listing would for them -- instead of
-listing the folder. A call's own write (``remember`` writing its Markdown file) costs the next call one ``stat``, not a
-listing. An event with no file name (the folder itself moved or deleted, a sub-folder), more
+at that generation, keeping the names of the files events named since it (events that came
+during the scan, such as the call's own write: the scan may have missed them). An event that
+named no file since that generation and the report does not count. From then on every event in
+the folder is one on a file it names (or it drops the mark): the parent keeps those names, and a
+later child looks at those files only -- ``stat`` and a compare with the store's record, as the
+listing would for them -- instead of listing the folder. A call's own write (``remember``
+writing its Markdown file) costs the next call one ``stat``, not a listing, even when the same
+call's scan was the folder's first. An event with no file name (the folder itself moved or deleted, a sub-folder), more
 than :data:`NAMED_MAX` names, or a queue overflow drops the mark: the next call lists.
 
 Sound by construction where inotify sees a change: writes through the folder (editors, ``git``,
@@ -49,6 +52,8 @@ DEPTH = 2
 NAMED_MAX = 64
 """Files changed since a folder's clean scan that a call looks at one by one; more: it lists."""
 REPORT_MAX = 3000
+RECENT_MAX = 256
+"""Events per folder remembered, so a scan's report can still count when events came during it."""
 """Bytes a report line may have: under ``PIPE_BUF``, so children's lines never interleave."""
 
 
@@ -62,7 +67,9 @@ class MirrorWatch:
         self.generation: dict[str, int] = {}
         self.clean: dict[str, int] = {}
         self.named: dict[str, set[str]] = {}
-        """Per clean folder, the files events named since its clean scan."""
+        """Per clean folder, the files events named since its clean scan began."""
+        self.recent: dict[str, list[tuple[int, str | None]]] = {}
+        """Per folder, its last events: the generation each raised and the file it named (None: none)."""
         self.skipped = 0
         self.failed: str | None = None
         self.report_r, self.report_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -78,8 +85,22 @@ class MirrorWatch:
         """What the parent's loop waits on besides the socket."""
         return [self.report_r] + ([self.inotify.fd] if self.inotify is not None else [])
 
-    def _bump(self, folder: str) -> None:
-        self.generation[folder] = self.generation.get(folder, 0) + 1
+    def _bump(self, folder: str, name: str | None = None) -> None:
+        generation = self.generation[folder] = self.generation.get(folder, 0) + 1
+        recent = self.recent.setdefault(folder, [])
+        recent.append((generation, name))
+        if len(recent) > RECENT_MAX:
+            del recent[: len(recent) - RECENT_MAX]
+
+    def _named_since(self, folder: str, generation: int) -> set[str] | None:
+        """The files events named in ``folder`` after ``generation``, or None when one of them
+        named none (or they are more than a call looks at, or no longer all remembered)."""
+        current = self.generation.get(folder, 0)
+        after = [name for number, name in self.recent.get(folder, ()) if number > generation]
+        if generation > current or len(after) != current - generation or None in after:
+            return None
+        names = {name for name in after if name is not None}
+        return names if len(names) <= NAMED_MAX else None
 
     def _watch_tree(self, folder: str, depth: int) -> None:
         if self.inotify is None or folder in self.folders or len(self.folders) >= MAX_FOLDERS:
@@ -127,7 +148,8 @@ class MirrorWatch:
                 folder = self.wds.get(wd)
                 if folder is None:
                     continue
-                self._bump(folder)
+                on_file = name and not mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_ISDIR)
+                self._bump(folder, name if on_file else None)
                 if mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
                     self._unmark(folder)
                     self.wds.pop(wd, None)
@@ -160,9 +182,14 @@ class MirrorWatch:
                 self.skipped += 1
             elif kind == "clean":
                 number, _, folder = rest.partition(" ")
-                if number.isdigit() and folder in self.folders and self.generation.get(folder) == int(number):
+                if not number.isdigit() or folder not in self.folders or self.clean.get(folder, -1) >= int(number):
+                    continue
+                # Events during the scan that each named a file: the folder is clean but for those
+                # files, which the next call looks at (a call's own write, as ``remember``'s).
+                since = self._named_since(folder, int(number))
+                if since is not None:
                     self.clean[folder] = int(number)
-                    self.named.pop(folder, None)
+                    self.named[folder] = since
 
     def child(self) -> ChildView:
         """The view a forked call installs (:func:`korg_bridge.recall.memory.mirror.watched.install`)."""

@@ -104,13 +104,25 @@ def test_the_watch_marks_a_folder_clean_only_at_the_generation_its_scan_began(tm
         view.in_line(str(user))
         watch.drain()
         assert watch.child().unchanged(str(user))
-        # A change after the fork of the scan's call: the report of the scan no longer counts.
+        # A change after the fork of the scan's call: the scan may have missed it, so the file it
+        # named is looked at by the next call (the folder is clean but for it).
         stale = watch.child()
         (user / "a.md").write_text("two\n")
         watch.drain()
         stale.in_line(str(user))
         watch.drain()
         assert not watch.child().unchanged(str(user))
+        assert watch.child().changed(str(user)) == {"a.md"}
+        # An event naming no file during a scan (a sub-folder made): its report does not count.
+        watch.child().in_line(str(user))
+        watch.drain()
+        stale = watch.child()
+        (user / "sub").mkdir()
+        (user / "sub").rmdir()
+        watch.drain()
+        stale.in_line(str(user))
+        watch.drain()
+        assert watch.child().changed(str(user)) is None
         # Touching a file (metadata only) is a change too.
         fresh = watch.child()
         fresh.in_line(str(user))
@@ -158,11 +170,20 @@ def test_after_a_clean_scan_a_call_looks_only_at_the_files_events_named(tmp_path
         view.in_line(str(user))  # the call found those two in line: the folder is clean again
         watch.drain()
         assert watch.child().changed(str(user)) == frozenset()
-        # A change after a call's fork: its report does not count, the names stay.
+        # A change after a call's fork: its report counts but for the file the change named.
         stale = watch.child()
         os.utime(user / "b.md", (time.time() - 60, time.time() - 60))
         watch.drain()
         stale.in_line(str(user))
+        watch.drain()
+        assert watch.child().changed(str(user)) == {"b.md"}
+        # A report older than the folder's mark changes nothing.
+        older = watch.child()
+        watch.child().in_line(str(user))
+        watch.drain()
+        (user / "b.md").write_text("newer\n")
+        watch.drain()
+        older.in_line(str(user))
         watch.drain()
         assert watch.child().changed(str(user)) == {"b.md"}
         # More names than a call looks at one by one, or an event naming no file: the next call lists.

@@ -42,6 +42,7 @@ from typing import Any
 
 from korg_bridge.config import engine_rehearses
 from korg_bridge.errors import KorgError, UsageError
+from korg_bridge.recall.engine.ahead import open_ahead
 from korg_bridge.recall.engine.child import Identity, cli_main, serve_call, warm_parsers
 from korg_bridge.recall.engine.codewatch import CodeWatch
 from korg_bridge.recall.engine.keeper import keep
@@ -414,6 +415,8 @@ class Engine:
         elif self.warm is not None:
             with contextlib.suppress(Exception):  # only ever a head start: the call works without it
                 self.warm()
+        if not select.select([handoff], [], [], 0)[0]:  # no call waiting yet: open what it will read
+            open_ahead(self.identity.index, self.identity.store)
         try:
             data, fds = receive_with_fds(handoff, 1 << 20, 1)
             if len(fds) != 1:
@@ -719,7 +722,7 @@ def _mirror_watch(store: str) -> MirrorWatch | None:
         return None
     from korg_bridge.recall.paths import MIRROR_NAME
 
-    return MirrorWatch(Path(store).parent / MIRROR_NAME)
+    return MirrorWatch(Path(store).parent / MIRROR_NAME, Path(store))
 
 
 def _store_label(store: str) -> str:

@@ -17,7 +17,8 @@ later child looks at those files only -- ``stat`` and a compare with the store's
 listing would for them -- instead of listing the folder. A call's own write (``remember``
 writing its Markdown file) costs the next call one ``stat``, not a listing, even when the same
 call's scan was the folder's first. An event with no file name (the folder itself moved or deleted, a sub-folder), more
-than :data:`NAMED_MAX` names, or a queue overflow drops the mark: the next call lists.
+than :data:`NAMED_MAX` names, a queue overflow, or another file at the store's path (a backup
+restored: its records of the files are not the old one's) drops the mark: the next call lists.
 
 Sound by construction where inotify sees a change: writes through the folder (editors, ``git``,
 ``sync``, another ``korg-recall``), renames, deletes, metadata -- each names the file. Not seen,
@@ -60,8 +61,11 @@ RECENT_MAX = 256
 class MirrorWatch:
     """The parent's side: watches, generations, clean marks; :meth:`child` is a call's view."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, store: Path | None = None) -> None:
         self.root = os.path.realpath(root)
+        self.store = store
+        """The store the folders mirror: a clean mark says a folder is in line with *that* file."""
+        self.store_identity = _identity(store)
         self.wds: dict[int, str] = {}
         self.folders: dict[str, int] = {}
         self.generation: dict[str, int] = {}
@@ -138,6 +142,10 @@ class MirrorWatch:
 
     def drain(self) -> None:
         """Take in every pending event and report: call before each fork."""
+        identity = _identity(self.store)
+        if identity != self.store_identity:  # another file at the store's path: in line with none
+            self.store_identity = identity
+            self._forget_all()
         if self.inotify is not None:
             if self.root not in self.folders and os.path.isdir(self.root):
                 self._watch_tree(self.root, 0)  # the mirror was made after the engine started
@@ -204,6 +212,17 @@ class MirrorWatch:
             "skipped": self.skipped,
             **({"unavailable": self.failed} if self.failed else {}),
         }
+
+
+def _identity(path: Path | None) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of the file at ``path`` (None: none there)."""
+    if path is None:
+        return None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
 
 
 class ChildView:

@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 from korg_bridge._fs.lines import MAX_LINE_BYTES
 from korg_bridge.config import ENV_RECALL_INDEX
 from korg_bridge.errors import ConfigError, IndexBroken, KorgError, UsageError
+from korg_bridge.recall import opened
 from korg_bridge.recall.history.ingest.batches import BATCH_BYTES, WORKER_MIN_BYTES
 from korg_bridge.recall.history.ingest.refresh import Refresher, RefreshReport
 from korg_bridge.recall.history.ingest.rows import load_json
@@ -154,6 +155,10 @@ class Index:
     # --- opening and recovery ------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
+        ahead = opened.take(self.path)  # a resident engine's spare opened this very file already
+        if ahead is not None:
+            self._identity = ahead[1]
+            return ahead[0]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -233,3 +233,28 @@ def test_a_folder_that_is_a_link_is_never_skipped(tmp_path: Path) -> None:
     finally:
         for fd in (watch.report_r, watch.report_w, *(watch.fds[1:])):
             os.close(fd)
+
+
+def test_another_file_at_the_stores_path_drops_every_clean_mark(tmp_path: Path) -> None:
+    """A clean mark says a folder is in line with the store's records of its files: a store
+    restored from a backup has other records, so every folder is listed again."""
+    root = tmp_path / "memories"
+    user = root / "user"
+    user.mkdir(parents=True)
+    store = tmp_path / "memory.sqlite"
+    store.write_bytes(b"one")
+    watch = MirrorWatch(root, store)
+    try:
+        watch.drain()
+        watch.child().in_line(str(user))
+        watch.drain()
+        store.write_bytes(b"the same file, written through")
+        watch.drain()
+        assert watch.child().unchanged(str(user))
+        (tmp_path / "restored.sqlite").write_bytes(b"a backup")
+        os.replace(tmp_path / "restored.sqlite", store)
+        watch.drain()
+        assert watch.child().changed(str(user)) is None
+    finally:
+        for fd in (watch.report_r, watch.report_w, *(watch.fds[1:])):
+            os.close(fd)

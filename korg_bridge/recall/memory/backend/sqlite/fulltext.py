@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import chain
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ def members(tx: Tx, expression: str) -> frozenset[int]:
     memo: dict[str, frozenset[int]] | None = getattr(tx, "fts_members", None)
     found = None if memo is None else memo.get(expression)
     if found is None:
-        found = frozenset(int(row[0]) for row in tx.execute(members_sql(), (expression,)))
+        # Built in C (a common word is thousands of rows): rowids come back as ints.
+        found = frozenset(chain.from_iterable(tx.execute(members_sql(), (expression,))))
         if memo is not None:
             memo[expression] = found
     return found

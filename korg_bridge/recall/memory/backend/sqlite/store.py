@@ -37,6 +37,7 @@ from urllib.parse import quote
 from korg_bridge._fs.durable import reserve
 from korg_bridge.config import ENV_RECALL_STORE
 from korg_bridge.errors import ConfigError, KorgError
+from korg_bridge.recall import opened
 from korg_bridge.recall.history.migrations import SchemaMismatch, applied, ensure_wal, migrate
 from korg_bridge.recall.memory.backend.sqlite.schema import MIGRATIONS, TABLES
 
@@ -170,6 +171,9 @@ class SqliteStore:
         )
 
     def _open(self) -> sqlite3.Connection:
+        ahead = opened.take(self.path)  # a resident engine's spare opened this very file already
+        if ahead is not None:
+            return ahead[0]
         self._check_path()
         try:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)

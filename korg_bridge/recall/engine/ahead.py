@@ -1,0 +1,122 @@
+"""A spare's last step before it waits: open the index and the store the engine serves, with the
+code a call opens them with, and leave the connections for the call (:mod:`korg_bridge.recall.opened`).
+
+Only the plain open is done ahead: a file that is missing (the call may create it, or refuse
+to), not in WAL mode or not at the latest migration is not opened at all (a read-only look
+first), so a spare never writes; and an open that fails, logs a line at any level or warns makes
+the spare close what it opened and offer nothing. The call then meets it itself as a fresh
+process does, on its own stderr. The engine parent opened both files before it forked any spare, so in practice there is
+nothing left to do but connect and check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import stat
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+__all__ = ["open_ahead"]
+
+
+class _Heard(logging.Handler):
+    """Counts every record that reaches it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+@contextlib.contextmanager
+def _listening() -> Iterator[_Heard]:
+    """Every log record of any level goes to the returned handler alone, for the block's length."""
+    heard = _Heard()
+    root, ours = logging.getLogger(), logging.getLogger("korg_bridge")
+    saved = (
+        logging.root.manager.disable,
+        root.handlers[:],
+        root.level,
+        ours.handlers[:],
+        ours.level,
+        ours.propagate,
+    )
+    logging.disable(logging.NOTSET)
+    root.handlers, ours.handlers = [heard], []
+    root.setLevel(logging.DEBUG)
+    ours.setLevel(logging.DEBUG)
+    ours.propagate = True
+    try:
+        yield heard
+    finally:
+        logging.disable(saved[0])
+        root.handlers = saved[1]
+        root.setLevel(saved[2])
+        ours.handlers = saved[3]
+        ours.setLevel(saved[4])
+        ours.propagate = saved[5]
+
+
+def _current(path: str, migrations: Sequence[tuple[str, object]]) -> bool:
+    """Whether the file at ``path`` is a regular SQLite file in WAL mode with every migration of
+    ``migrations`` applied and no other -- looked at read-only, so that opening it changes
+    nothing: a migration (with its backup and its log line) is the call's to make and say."""
+    from korg_bridge.recall.history.migrations import applied
+
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+        return False
+    try:
+        with contextlib.closing(
+            sqlite3.connect(Path(os.path.abspath(path)).as_uri() + "?mode=ro", uri=True, timeout=0.1)
+        ) as conn:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            names = applied(conn)
+    except sqlite3.Error:
+        return False
+    return mode == "wal" and names == [name for name, _ in migrations]
+
+
+def open_ahead(index: str, store: str) -> None:
+    """Open ``index`` and ``store`` (a SQLite file; a team store's URL is left alone) as a call
+    would, and offer the connections to this process's next open of each; nothing on any doubt."""
+    from korg_bridge.recall import opened
+    from korg_bridge.recall.history.index import Index
+    from korg_bridge.recall.history.migrations import MIGRATIONS as INDEX_MIGRATIONS
+    from korg_bridge.recall.memory.backend.sqlite.schema import MIGRATIONS as STORE_MIGRATIONS
+    from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
+
+    openers: list[tuple[str, Callable[[str], sqlite3.Connection]]] = []
+    if _current(index, INDEX_MIGRATIONS):
+        openers.append((index, lambda path: Index(Path(path))._conn))  # the call's own open
+    if "://" not in store and _current(store, STORE_MIGRATIONS):
+        openers.append((store, lambda path: SqliteStore(Path(path)).conn))
+    made: list[tuple[str, sqlite3.Connection]] = []
+    quiet = False
+    with _listening() as heard, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            for path, connect in openers:
+                made.append((path, connect(path)))
+            quiet = True
+        except Exception:  # the call opens, and fails, itself
+            quiet = False
+    if quiet and not heard.count and not caught:
+        try:
+            for path, conn in made:
+                opened.offer(path, conn)
+            return
+        except OSError:  # gone since: offer none of them
+            opened.clear()
+    for _path, conn in made:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()

@@ -1,0 +1,134 @@
+"""A spare opens the index and the store before its call arrives, and the call takes those
+connections -- only while the path still names the file they were opened on, and only when
+opening would change and say nothing; otherwise the call opens as a fresh process does."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from korg_bridge.recall import opened
+from korg_bridge.recall.engine.ahead import open_ahead
+from korg_bridge.recall.history.index import Index
+from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
+from korg_bridge.recall.paths import index_file
+from tests.helpers.engine import spares, start
+from tests.recall.engine.conftest import off, run, wait_for
+
+
+def made(env: dict[str, str], project: Path, text: str) -> tuple[Path, Path]:
+    """A store holding ``text`` and an index, made by a process without an engine."""
+    done = run(off(env), "remember", "--content", text, "--type", "project", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert run(off(env), "recall", "--query", "deploy", cwd=project).returncode == 0
+    return Path(env["XDG_DATA_HOME"]) / "korg-recall" / "memory.sqlite", Path(index_file(env))
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_call_takes_what_was_opened_for_its_file_once_and_never_for_a_file_replaced_since(
+    env: dict[str, str], project: Path, tmp_path: Path
+) -> None:
+    store, index = made(env, project, "the deploy uses blue green")
+    try:
+        open_ahead(str(index), str(store))
+        ahead = opened._OPENED[os.path.abspath(store)][1]
+        with contextlib.closing(SqliteStore(store)) as first:
+            assert first.conn is ahead  # taken
+        with contextlib.closing(SqliteStore(store)) as second:
+            assert second.conn is not ahead  # once
+        # The index replaced at its path since the spare opened it: the call opens the new file.
+        taken = opened._OPENED[os.path.abspath(index)][1]
+        copy = tmp_path / "copy.sqlite"
+        shutil.copyfile(index, copy)
+        os.replace(copy, index)
+        fresh = Index(index)
+        try:
+            assert fresh._conn is not taken
+            with pytest.raises(sqlite3.ProgrammingError):  # closed by the take that refused it
+                taken.execute("SELECT 1")
+        finally:
+            fresh.close()
+        # A file removed since: nothing is taken either.
+        open_ahead(str(index), str(store))
+        os.unlink(store)
+        assert opened.take(store) is None
+    finally:
+        opened.clear()
+
+
+def test_nothing_is_opened_ahead_that_the_calls_own_open_would_change_or_refuse(
+    env: dict[str, str], project: Path, tmp_path: Path
+) -> None:
+    store, index = made(env, project, "the deploy uses blue green")
+    try:
+        # Not in WAL mode: the call's open switches it (a write), so the spare does not open it.
+        with contextlib.closing(sqlite3.connect(store, isolation_level=None)) as conn:
+            conn.execute("PRAGMA journal_mode = DELETE")
+        before = digest(store)
+        open_ahead(str(index), str(store))
+        assert os.path.abspath(store) not in opened._OPENED
+        assert os.path.abspath(index) in opened._OPENED
+        assert digest(store) == before and not Path(f"{store}-wal").exists()
+        opened.clear()
+        # Another program's file, a missing file, a team store's URL: nothing, and no error.
+        foreign = tmp_path / "foreign.sqlite"
+        with contextlib.closing(sqlite3.connect(foreign)) as conn:
+            conn.execute("CREATE TABLE notes (body TEXT)")
+        before = digest(foreign)
+        open_ahead(str(foreign), str(tmp_path / "missing.sqlite"))
+        open_ahead(str(tmp_path / "absent.sqlite"), "postgresql://localhost/korg")
+        assert not opened._OPENED
+        assert digest(foreign) == before and not (tmp_path / "missing.sqlite").exists()
+    finally:
+        opened.clear()
+
+
+def test_an_engines_spare_holds_both_files_and_a_store_swapped_under_it_is_read_anew(
+    env: dict[str, str], project: Path, tmp_path: Path
+) -> None:
+    store, index = made(env, project, "the deploy uses blue green")
+    other_env = {**env, "XDG_DATA_HOME": str(tmp_path / "other-data")}
+    other, _ = made(other_env, project, "the deploy uses canary releases")
+    engine = start(env, cwd=project)
+    try:
+
+        def holding() -> bool:
+            found = spares(engine.pid)
+            if len(found) != 1:
+                return False
+            with contextlib.suppress(OSError):
+                fds = os.listdir(f"/proc/{found[0]}/fd")
+                held = {os.path.realpath(f"/proc/{found[0]}/fd/{fd}") for fd in fds}
+                return {str(store), str(index)} <= held
+            return False
+
+        assert wait_for(holding)
+        served = run(env, "memories", "--json", cwd=project)
+        assert "blue green" in served.stdout, served.stderr
+        assert wait_for(holding)
+        aside = tmp_path / "aside.sqlite"
+        for suffix in ("", "-wal", "-shm"):  # a restore swaps the file with its log, as a person would
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(f"{store}{suffix}", f"{aside}{suffix}")
+        shutil.copyfile(other, store)  # closed by its last writer: the whole store is in the file
+        served = run(env, "memories", "--json", cwd=project)
+        assert served.returncode == 0, served.stderr
+        # The new store, and the old one's Markdown file taken in as a person's edit (it is not
+        # among the new store's files), as a fresh process takes it in.
+        shown = "\n".join(json.loads(served.stdout)["lines"])
+        assert "canary" in shown and "blue green" in shown, shown
+        served = run(env, "memories", "--json", cwd=project)
+        alone = run(off(env), "memories", "--json", cwd=project)
+        assert (served.returncode, served.stdout, served.stderr) == (alone.returncode, alone.stdout, alone.stderr)
+    finally:
+        assert engine.stop() == 0

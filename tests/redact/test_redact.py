@@ -495,3 +495,21 @@ def test_real_transcripts_keep_their_uuids_and_hashes(peers: Path) -> None:
         clean, _ = redact(text)
         lost = {found for found in ids.findall(text) if found not in clean}
         assert not lost, f"{path.name}: {sorted(lost)[:3]}"
+
+
+def test_a_text_found_clean_is_remembered_and_a_secret_never_is() -> None:
+    """A write redacts its text three times (checked, stored, logged): a text found clean once is
+    given back at once after -- only texts with no secret, only short ones, bounded in all."""
+    import korg_bridge.redact as redactor
+
+    clean = "the staging database listens on port 5433 (remembered clean)"
+    assert redact(clean) == (clean, 0)
+    assert clean in redactor._CLEAN
+    assert redact(clean) == (clean, 0)
+    secret = f"export GITHUB_TOKEN={'ghp_' + 'a1B2' * 9}"
+    once, count = redact(secret)
+    assert count == 1 and secret not in redactor._CLEAN
+    assert redact(secret) == (once, 1)  # counted again: nothing of it was remembered
+    long = "plain words " * 10_000
+    assert redact(long) == (long, 0) and long not in redactor._CLEAN
+    assert redactor._clean_chars <= redactor._CLEAN_MAX_CHARS

@@ -190,7 +190,11 @@ class MirrorWatch:
                 self.skipped += 1
             elif kind == "clean":
                 number, _, folder = rest.partition(" ")
-                if not number.isdigit() or folder not in self.folders or self.clean.get(folder, -1) >= int(number):
+                if (
+                    not number.isdigit()
+                    or folder not in self.folders
+                    or self.clean.get(folder, -1) >= int(number)
+                ):
                     continue
                 # Events during the scan that each named a file: the folder is clean but for those
                 # files, which the next call looks at (a call's own write, as ``remember``'s).

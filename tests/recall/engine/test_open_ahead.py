@@ -129,6 +129,10 @@ def test_an_engines_spare_holds_both_files_and_a_store_swapped_under_it_is_read_
         assert "canary" in shown and "blue green" in shown, shown
         served = run(env, "memories", "--json", cwd=project)
         alone = run(off(env), "memories", "--json", cwd=project)
-        assert (served.returncode, served.stdout, served.stderr) == (alone.returncode, alone.stdout, alone.stderr)
+        assert (served.returncode, served.stdout, served.stderr) == (
+            alone.returncode,
+            alone.stdout,
+            alone.stderr,
+        )
     finally:
         assert engine.stop() == 0

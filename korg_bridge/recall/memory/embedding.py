@@ -85,7 +85,10 @@ def semantic_check(store: Store, env: Mapping[str, str], scope: str, text: str) 
         return Semantic(f"not run: {exc.message}", {})
     model_id, dim = embedder.model_id, embedder.dim
     with store.reading() as tx:
-        missing = tx.vectors.missing(tx, scope, model_id, dim, EMBED_MISSING_MAX)
+        cosines, lacking = tx.vectors.cosines(tx, scope, model_id, dim, vector, NEAREST)
+        missing = (
+            tx.vectors.missing(tx, scope, model_id, dim, EMBED_MISSING_MAX) if lacking is not False else []
+        )
     if missing:
         try:
             computed = embedder.embed([embed_text(title, body) for _, title, body in missing])
@@ -94,8 +97,8 @@ def semantic_check(store: Store, env: Mapping[str, str], scope: str, text: str) 
         with store.write() as tx:
             for index, (rowid, _title, _body) in enumerate(missing):
                 tx.vectors.put(tx, rowid, model_id, dim, computed[index])
-    with store.reading() as tx:
-        cosines = tx.vectors.cosines(tx, scope, model_id, dim, vector, NEAREST)
+        with store.reading() as tx:
+            cosines, _ = tx.vectors.cosines(tx, scope, model_id, dim, vector, NEAREST)
     return Semantic(f"ran: {model_id}", cosines, model_id, dim, vector)
 
 

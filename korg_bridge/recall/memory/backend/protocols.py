@@ -121,9 +121,10 @@ class VectorStore(Protocol):
 
     def cosines(
         self, tx: Tx, scope: str, model_id: str, dim: int, vector: Any, limit: int
-    ) -> dict[str, float]:
+    ) -> tuple[dict[str, float], bool | None]:
         """The cosine of ``vector`` with the closest live or pending heads of ``scope``, by memory id
-        (at least the ``limit`` closest; a backend may give more)."""
+        (at least the ``limit`` closest; a backend may give more), and whether one of those heads
+        has no vector of the model (None: not known -- ask :meth:`missing`)."""
         ...
 
 

@@ -67,7 +67,7 @@ def _answers(store: SqliteStore, query: Any) -> tuple[list[tuple[int, float]], d
     where = match_where(len(SCOPES), 0, heads_only=False)
     with store.reading() as tx:
         nearest = tx.vectors.nearest_rows(tx, where, SCOPES, MODEL, DIM, query, 10_000)
-        cosines = tx.vectors.cosines(tx, SCOPES[0], MODEL, DIM, query, 10)
+        cosines, _lacking = tx.vectors.cosines(tx, SCOPES[0], MODEL, DIM, query, 10)
     return nearest, cosines
 
 

@@ -145,11 +145,11 @@ class PgVectors:
 
     def cosines(
         self, tx: Tx, scope: str, model_id: str, dim: int, vector: Any, limit: int
-    ) -> dict[str, float]:
+    ) -> tuple[dict[str, float], bool | None]:
         out: dict[str, float] = {}
         for memory_id, cosine in nearest(tx, scope, model_id, dim, vector, limit):
             out[memory_id] = max(out.get(memory_id, -1.0), cosine)
-        return out
+        return out, None  # the nearest through the index: which heads lack a vector is not seen
 
     def coverage(self, tx: Tx, scopes: Sequence[str] | None, model_id: str, dim: int) -> tuple[int, int]:
         params: tuple[object, ...] = (model_id, dim) if scopes is None else (model_id, dim, list(scopes))

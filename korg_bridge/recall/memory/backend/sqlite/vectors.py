@@ -19,6 +19,14 @@ if TYPE_CHECKING:
 
 _HEADS = "m.scope = ? AND m.superseded_by IS NULL AND m.state IN ('live', 'pending')"
 """Live and pending heads of a scope."""
+_HEADS_VECTORS = (
+    f"SELECT m.rowid, v.stamp, m.id, v.row IS NOT NULL FROM memory m INDEXED BY {HEADS_INDEX} "
+    f"LEFT JOIN memory_vectors v INDEXED BY {VECTOR_INDEX} "
+    f"ON v.model_id = ? AND v.dim = ? AND v.row = m.rowid WHERE {_HEADS} ORDER BY m.rowid"
+)
+"""Every live or pending head of a scope: rowid, its vector's stamp, memory id, whether it has a
+vector of the model (the rows of :func:`~.resident.listed_sql`, and those without). Params: the
+model id, the dimension, the scope."""
 
 
 def missing_sql(every_scope: bool) -> str:
@@ -98,16 +106,20 @@ class SqliteVectors:
 
     def cosines(
         self, tx: Tx, scope: str, model_id: str, dim: int, vector: Any, limit: int
-    ) -> dict[str, float]:
-        # Every head of the scope, scored in numpy (a Python loop of dot products cost 11 ms at 10k).
+    ) -> tuple[dict[str, float], bool | None]:
+        # Every head of the scope, scored in numpy (a Python loop of dot products cost 11 ms at 10k);
+        # the heads without a vector come from the same listing (a second pass over the scope's
+        # heads, to ask which lack one, was 3 ms of every remember).
         import numpy as np
 
         query = np.asarray(vector, dtype=np.float32)
         if query.ndim != 1 or query.size != dim:
-            return {}
-        found = tx.execute(listed_sql(_HEADS, with_id=True, heads=True), (scope, model_id, dim)).fetchall()
+            return {}, None
+        listed = tx.execute(_HEADS_VECTORS, (model_id, dim, scope)).fetchall()
+        found = [row for row in listed if row[3]]
+        lacking = len(found) < len(listed)
         if not found:
-            return {}
+            return {}, lacking
         places, sims = scored(tx, found, model_id, dim, query)
         ids = [str(found[place][2]) for place in places]
         # A lineage's greatest cosine, never below -1 (NaN: -1). Built by dict() in C: a Python
@@ -118,7 +130,7 @@ class SqliteVectors:
             out = {}
             for memory_id, value in zip(ids, values, strict=True):
                 out[memory_id] = max(out.get(memory_id, -1.0), value)
-        return out
+        return out, lacking
 
     def coverage(self, tx: Tx, scopes: Sequence[str] | None, model_id: str, dim: int) -> tuple[int, int]:
         sql = coverage_sql(None if scopes is None else len(scopes))

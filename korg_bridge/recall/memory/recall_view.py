@@ -158,7 +158,7 @@ def _bump(store: Any, hits: list[MemoryHit], now: float) -> None:
     if not current:
         return
     try:
-        with store.write() as conn:
+        with store.write(durable=False) as conn:  # counts: not worth a wait for the disk
             for version in current:
                 update_head(conn, version, use_count=version.use_count + 1, last_used_at=iso(now))
     except KorgError as exc:  # a locked or read-only store: the answer matters more than the count

@@ -194,13 +194,16 @@ class Store(Protocol):
         """The SQLite store's folder (mirror, operation log, backups); None for a team store."""
         ...
 
-    def write(self, *, stage: bool = False) -> contextlib.AbstractContextManager[Tx]:
+    def write(self, *, stage: bool = False, durable: bool = True) -> contextlib.AbstractContextManager[Tx]:
         """One write transaction: all of it commits, or none of it; writers take turns.
 
         ``stage``: the caller writes rows no one else can see before it calls
         :meth:`Tx.take_turn` (an import's new memories), so where the database allows it (a team
         store) other writers are not held off meanwhile; a SQLite file has one writer at a time,
         so there the turn is taken at once.
+
+        ``durable=False``: what it writes may be lost to a power cut, never torn (a recall's use
+        counts): a SQLite file does not wait for the disk at its commit.
         """
         ...
 

@@ -62,6 +62,24 @@ def test_the_store_is_wal_with_full_sync_and_secure_delete(tmp_path: Path) -> No
 
 
 @SQLITE_FILE
+def test_a_write_that_need_not_be_durable_commits_without_a_sync_and_leaves_full_sync_after(
+    tmp_path: Path,
+) -> None:
+    """A recall's use counts: lost to a power cut at worst, so not worth a wait for the disk; every
+    other write, before and after it, syncs as before -- also when it fails."""
+    with Store(tmp_path / "m.sqlite") as store:
+        with store.write(durable=False) as tx:
+            assert tx.execute("PRAGMA synchronous").fetchone() == (1,)
+            insert_version(tx, version())
+        assert store.conn.execute("PRAGMA synchronous").fetchone() == (2,)
+        with pytest.raises(RuntimeError), store.write(durable=False):
+            raise RuntimeError("a failed write")
+        assert store.conn.execute("PRAGMA synchronous").fetchone() == (2,)
+        with store.reading() as tx:
+            assert head(tx, "mabcdefghij") is not None
+
+
+@SQLITE_FILE
 def test_migrating_an_existing_store_takes_a_backup_first(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)

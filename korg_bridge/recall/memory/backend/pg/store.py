@@ -302,7 +302,7 @@ class PgStore:
             self._rollback()
             raise self._error(exc, writing=writing) from exc
 
-    def write(self, *, stage: bool = False) -> contextlib.AbstractContextManager[PgTx]:
+    def write(self, *, stage: bool = False, durable: bool = True) -> contextlib.AbstractContextManager[PgTx]:
         """One transaction holding the tenant's write lock: all of it commits, or none of it.
 
         With ``stage``, the lock is taken only when the caller calls :meth:`PgTx.take_turn` (at the
@@ -313,6 +313,8 @@ class PgStore:
         Raises:
             KorgError: the lock stays taken past :data:`~.errors.LOCK_TIMEOUT_S`, or the server fails
                 (NetworkError when the connection is lost: a write is never retried).
+
+        ``durable`` is not used: the server commits as it is configured to.
         """
         return self._transaction(writing=True, stage=stage)
 

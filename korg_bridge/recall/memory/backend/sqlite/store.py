@@ -332,7 +332,7 @@ class SqliteStore:
     # --- transactions --------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def write(self, *, stage: bool = False) -> Iterator[SqliteTx]:
+    def write(self, *, stage: bool = False, durable: bool = True) -> Iterator[SqliteTx]:
         """One ``BEGIN IMMEDIATE`` transaction: all of it commits, or none of it.
 
         With ``stage`` (an import's thousands of rows) the page cache is raised to
@@ -340,6 +340,10 @@ class SqliteStore:
         while it holds the lock; otherwise it changes nothing: a SQLite file has one writer at a time,
         so a transaction that writes holds the lock from its first write (see
         :meth:`.backend.Store.write`).
+
+        Not ``durable`` (a recall's use counts): its commit does not sync the log (``synchronous =
+        NORMAL`` for it alone; in WAL mode a crash may lose it, never tear it, and the next
+        durable commit syncs it with its own).
 
         Raises:
             KorgError: the store stays locked past the busy timeout, or SQLite fails
@@ -351,9 +355,11 @@ class SqliteStore:
             if stage:
                 cache = int(conn.execute("PRAGMA cache_size").fetchone()[0])
                 conn.execute(f"PRAGMA cache_size = -{STAGE_CACHE_KIB}")
+            if not durable:
+                conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            self._restore_cache(cache)
+            self._restore(cache, durable)
             raise self.translate(exc) from exc
         try:
             try:
@@ -372,12 +378,15 @@ class SqliteStore:
                     conn.execute("ROLLBACK")
                 raise self.translate(exc) from exc
         finally:
-            self._restore_cache(cache)
+            self._restore(cache, durable)
 
-    def _restore_cache(self, cache: int | None) -> None:
+    def _restore(self, cache: int | None, durable: bool) -> None:
         if cache is not None:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute(f"PRAGMA cache_size = {cache}")
+        if not durable:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("PRAGMA synchronous = FULL")
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[SqliteTx]:

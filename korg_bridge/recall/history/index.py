@@ -74,6 +74,9 @@ _TOO_LARGE = re.compile(r"too (large|big|many)|too long", re.IGNORECASE)
 """SQLite's words for a statement beyond its limits (expression depth, variables, string size)."""
 PASSED_OVER_KEPT = 20
 """Entries of scanned folders that are no regular file, named in ``stats`` (the first ones)."""
+NOTE_EVERY_S = 1.0
+"""The refresh time ``stats`` shows is written at most this often (when nothing else changed): the
+write was a millisecond of every recall, for a figure shown in seconds."""
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 _TABLES = frozenset(
     {"_migrations", "sources", "events", "events_fts", "pending_patches", "meta", "skipped_lines"}
@@ -414,16 +417,24 @@ class Index:
 
     def _note_refresh(self, report: RefreshReport) -> None:
         """Record the refresh time (and the entries it passed over) for ``stats``, unless another
-        process holds the write lock.
+        process holds the write lock, or the same was recorded less than :data:`NOTE_EVERY_S` ago.
 
         Freshness is informative: it must never make a query wait for a writer.
         """
         conn = self._conn
+        now, passed_over = time.time(), json.dumps(report.files_passed_over[:PASSED_OVER_KEPT])
+        noted = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('last_refresh', 'passed_over')"))
+        with contextlib.suppress(KeyError, TypeError, ValueError):  # none yet, or not a number
+            if (
+                noted.get("passed_over") == passed_over
+                and 0 <= now - float(noted["last_refresh"]) < NOTE_EVERY_S
+            ):
+                return
         conn.execute("PRAGMA busy_timeout = 0")
         try:
             conn.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_refresh', ?), ('passed_over', ?)",
-                (repr(time.time()), json.dumps(report.files_passed_over[:PASSED_OVER_KEPT])),
+                (repr(now), passed_over),
             )
         except sqlite3.OperationalError:
             pass

@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -509,6 +510,32 @@ def test_get_events_rejects_unknown_refs(index: Index) -> None:
         index.get_events(["e999"])
     assert caught.value.exit_code == 2
     assert "e999" in caught.value.message
+
+
+def test_the_refresh_time_is_written_at_most_once_a_second_unless_what_it_passed_over_changed(
+    index: Index, ledgers: Path
+) -> None:
+    from korg_bridge.recall.history.index import NOTE_EVERY_S
+
+    (ledgers / "s.jsonl").write_text(prompt(1, "p"))
+
+    def noted() -> dict[str, str]:
+        rows = index._conn.execute("SELECT key, value FROM meta WHERE key IN ('last_refresh', 'passed_over')")
+        return dict(rows.fetchall())
+
+    index.refresh([ledgers])
+    first = noted()
+    index.refresh([ledgers])
+    assert noted() == first  # a moment later, nothing else changed: not written again
+    os.mkfifo(ledgers / "pipe.jsonl")  # something to pass over: written at once
+    index.refresh([ledgers])
+    assert noted()["passed_over"] != first["passed_over"]
+    with index._conn:
+        index._conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'last_refresh'", (repr(time.time() - 2 * NOTE_EVERY_S),)
+        )
+    index.refresh([ledgers])
+    assert 0 <= time.time() - float(noted()["last_refresh"]) < NOTE_EVERY_S
 
 
 def test_stats_describe_sources_events_and_freshness(index: Index, ledgers: Path) -> None:

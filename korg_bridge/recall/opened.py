@@ -10,22 +10,27 @@ takes one instead of opening anew, once.
 
 A connection stands for the file it was opened on: it is taken only while the path still names
 that file (``st_dev``/``st_ino``; the open connection keeps the inode from being reused), and a
-file replaced, moved or removed since is opened anew by the call, as without an engine. A spare
-offers nothing when opening said anything (a log line, a warning) or failed: the call then
+file replaced, moved or removed since is opened anew by the call, as without an engine. A
+connection to a file no longer at its path is never closed, only let go of (kept until the
+process ends, which a spare and a call do without closing anything): SQLite's last close deletes
+the write-ahead log *by its name*, and the name now belongs to the new file's log, with commits
+not yet in the new file -- the keeper's rule too (:mod:`korg_bridge.recall.engine.keeper`). A
+spare offers nothing when opening said anything (a log line, a warning) or failed: the call then
 opens, says and fails as a fresh process does. A fresh process has nothing here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 from pathlib import Path
 
-__all__ = ["clear", "offer", "take"]
+__all__ = ["clear", "let_go", "offer", "take"]
 
 _OPENED: dict[str, tuple[tuple[int, int], sqlite3.Connection]] = {}
 """Absolute path -> (the identity of the file it was opened on, the connection)."""
+_LET_GO: list[sqlite3.Connection] = []
+"""Connections never to be closed (see the module docstring): held until the process ends."""
 
 
 def offer(path: Path | str, conn: sqlite3.Connection) -> None:
@@ -38,7 +43,7 @@ def offer(path: Path | str, conn: sqlite3.Connection) -> None:
     key = os.path.abspath(path)
     earlier = _OPENED.pop(key, None)
     if earlier is not None:
-        earlier[1].close()
+        _LET_GO.append(earlier[1])
     _OPENED[key] = ((info.st_dev, info.st_ino), conn)
 
 
@@ -57,15 +62,17 @@ def take(path: Path | str) -> tuple[sqlite3.Connection, tuple[int, int]] | None:
     except OSError:
         info = None
     if info is None or (info.st_dev, info.st_ino) != identity:
-        with contextlib.suppress(sqlite3.Error):
-            conn.close()
+        _LET_GO.append(conn)
         return None
     return conn, identity
 
 
 def clear() -> None:
-    """Close and drop every connection offered."""
-    while _OPENED:
-        _key, (_identity, conn) = _OPENED.popitem()
-        with contextlib.suppress(sqlite3.Error):
-            conn.close()
+    """Let go of every connection offered (never closed: their files may be gone from their paths)."""
+    _LET_GO.extend(conn for _identity, conn in _OPENED.values())
+    _OPENED.clear()
+
+
+def let_go(conn: sqlite3.Connection) -> None:
+    """Keep ``conn`` open until the process ends instead of closing it (see the module docstring)."""
+    _LET_GO.append(conn)

@@ -12,8 +12,6 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-import pytest
-
 from korg_bridge.recall import opened
 from korg_bridge.recall.engine.ahead import open_ahead
 from korg_bridge.recall.history.index import Index
@@ -46,7 +44,8 @@ def test_a_call_takes_what_was_opened_for_its_file_once_and_never_for_a_file_rep
             assert first.conn is ahead  # taken
         with contextlib.closing(SqliteStore(store)) as second:
             assert second.conn is not ahead  # once
-        # The index replaced at its path since the spare opened it: the call opens the new file.
+        # The index replaced at its path since the spare opened it: the call opens the new file,
+        # and the old one's connection is let go of, not closed.
         taken = opened._OPENED[os.path.abspath(index)][1]
         copy = tmp_path / "copy.sqlite"
         shutil.copyfile(index, copy)
@@ -54,14 +53,42 @@ def test_a_call_takes_what_was_opened_for_its_file_once_and_never_for_a_file_rep
         fresh = Index(index)
         try:
             assert fresh._conn is not taken
-            with pytest.raises(sqlite3.ProgrammingError):  # closed by the take that refused it
-                taken.execute("SELECT 1")
+            assert taken in opened._LET_GO and taken.execute("SELECT 1").fetchone() == (1,)
         finally:
             fresh.close()
         # A file removed since: nothing is taken either.
         open_ahead(str(index), str(store))
         os.unlink(store)
         assert opened.take(store) is None
+    finally:
+        opened.clear()
+
+
+def test_a_store_replaced_at_its_path_keeps_its_log_when_the_call_refuses_the_old_connection(
+    env: dict[str, str], project: Path, tmp_path: Path
+) -> None:
+    """SQLite's last close of a file deletes its log by name: closing the connection to the file
+    that was at the path would risk the new file's log, with commits not yet in the file (the
+    SQLite here notices a moved file and keeps the log; the connection is let go of either way,
+    as the keeper does)."""
+    store, index = made(env, project, "the deploy uses blue green")
+    try:
+        open_ahead(str(index), str(store))
+        aside = tmp_path / "aside.sqlite"
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(f"{store}{suffix}", f"{aside}{suffix}")
+        writer = sqlite3.connect(store, isolation_level=None)  # a new file, its commits in its log
+        writer.execute("PRAGMA journal_mode = WAL")
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("CREATE TABLE kept (body TEXT)")
+        writer.execute("INSERT INTO kept VALUES ('written after the swap')")
+        assert opened.take(store) is None
+        opened.clear()
+        assert Path(f"{store}-wal").stat().st_size > 0
+        writer.close()
+        with contextlib.closing(sqlite3.connect(store)) as reader:
+            assert reader.execute("SELECT body FROM kept").fetchall() == [("written after the swap",)]
     finally:
         opened.clear()
 

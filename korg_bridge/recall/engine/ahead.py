@@ -4,9 +4,10 @@ code a call opens them with, and leave the connections for the call (:mod:`korg_
 Only the plain open is done ahead: a file that is missing (the call may create it, or refuse
 to), not in WAL mode or not at the latest migration is not opened at all (a read-only look
 first), so a spare never writes; and an open that fails, logs a line at any level or warns makes
-the spare offer nothing (what it opened is let go of, never closed: see :mod:`korg_bridge.recall.opened`). The call then meets it itself as a fresh
-process does, on its own stderr. The engine parent opened both files before it forked any spare, so in practice there is
-nothing left to do but connect and check.
+the spare offer nothing (what it opened is let go of, never closed: see
+:mod:`korg_bridge.recall.opened`). The call then meets it itself as a fresh process does, on its
+own stderr. The engine parent opened both files before it forked any spare, so in practice there
+is nothing left to do but connect and check.
 """
 
 from __future__ import annotations

@@ -16,9 +16,10 @@ the folder is one on a file it names (or it drops the mark): the parent keeps th
 later child looks at those files only -- ``stat`` and a compare with the store's record, as the
 listing would for them -- instead of listing the folder. A call's own write (``remember``
 writing its Markdown file) costs the next call one ``stat``, not a listing, even when the same
-call's scan was the folder's first. An event with no file name (the folder itself moved or deleted, a sub-folder), more
-than :data:`NAMED_MAX` names, a queue overflow, or another file at the store's path (a backup
-restored: its records of the files are not the old one's) drops the mark: the next call lists.
+call's scan was the folder's first. An event with no file name (the folder itself moved or
+deleted, a sub-folder), more than :data:`NAMED_MAX` names, a queue overflow, or another file at
+the store's path (a backup restored: its records of the files are not the old one's) drops the
+mark: the next call lists.
 
 Sound by construction where inotify sees a change: writes through the folder (editors, ``git``,
 ``sync``, another ``korg-recall``), renames, deletes, metadata -- each names the file. Not seen,
@@ -53,9 +54,9 @@ DEPTH = 2
 NAMED_MAX = 64
 """Files changed since a folder's clean scan that a call looks at one by one; more: it lists."""
 REPORT_MAX = 3000
+"""Bytes a report line may have: under ``PIPE_BUF``, so children's lines never interleave."""
 RECENT_MAX = 256
 """Events per folder remembered, so a scan's report can still count when events came during it."""
-"""Bytes a report line may have: under ``PIPE_BUF``, so children's lines never interleave."""
 
 
 class MirrorWatch:

@@ -10,7 +10,10 @@ import json
 import os
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from korg_bridge.recall import opened
 from korg_bridge.recall.engine.ahead import open_ahead
@@ -33,35 +36,39 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.fixture(autouse=True)
+def _nothing_left_offered() -> Iterator[None]:
+    """What a test opened ahead in this process goes with the test."""
+    yield
+    opened.clear()
+
+
 def test_a_call_takes_what_was_opened_for_its_file_once_and_never_for_a_file_replaced_since(
     env: dict[str, str], project: Path, tmp_path: Path
 ) -> None:
     store, index = made(env, project, "the deploy uses blue green")
+    open_ahead(str(index), str(store))
+    ahead = opened._OPENED[os.path.abspath(store)][1]
+    with contextlib.closing(SqliteStore(store)) as first:
+        assert first.conn is ahead  # taken
+    with contextlib.closing(SqliteStore(store)) as second:
+        assert second.conn is not ahead  # once
+    # The index replaced at its path since the spare opened it: the call opens the new file,
+    # and the old one's connection is let go of, not closed.
+    taken = opened._OPENED[os.path.abspath(index)][1]
+    copy = tmp_path / "copy.sqlite"
+    shutil.copyfile(index, copy)
+    os.replace(copy, index)
+    fresh = Index(index)
     try:
-        open_ahead(str(index), str(store))
-        ahead = opened._OPENED[os.path.abspath(store)][1]
-        with contextlib.closing(SqliteStore(store)) as first:
-            assert first.conn is ahead  # taken
-        with contextlib.closing(SqliteStore(store)) as second:
-            assert second.conn is not ahead  # once
-        # The index replaced at its path since the spare opened it: the call opens the new file,
-        # and the old one's connection is let go of, not closed.
-        taken = opened._OPENED[os.path.abspath(index)][1]
-        copy = tmp_path / "copy.sqlite"
-        shutil.copyfile(index, copy)
-        os.replace(copy, index)
-        fresh = Index(index)
-        try:
-            assert fresh._conn is not taken
-            assert taken in opened._LET_GO and taken.execute("SELECT 1").fetchone() == (1,)
-        finally:
-            fresh.close()
-        # A file removed since: nothing is taken either.
-        open_ahead(str(index), str(store))
-        os.unlink(store)
-        assert opened.take(store) is None
+        assert fresh._conn is not taken
+        assert taken in opened._LET_GO and taken.execute("SELECT 1").fetchone() == (1,)
     finally:
-        opened.clear()
+        fresh.close()
+    # A file removed since: nothing is taken either.
+    open_ahead(str(index), str(store))
+    os.unlink(store)
+    assert opened.take(store) is None
 
 
 def test_a_store_replaced_at_its_path_keeps_its_log_when_the_call_refuses_the_old_connection(
@@ -72,52 +79,46 @@ def test_a_store_replaced_at_its_path_keeps_its_log_when_the_call_refuses_the_ol
     SQLite here notices a moved file and keeps the log; the connection is let go of either way,
     as the keeper does)."""
     store, index = made(env, project, "the deploy uses blue green")
-    try:
-        open_ahead(str(index), str(store))
-        aside = tmp_path / "aside.sqlite"
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.rename(f"{store}{suffix}", f"{aside}{suffix}")
-        writer = sqlite3.connect(store, isolation_level=None)  # a new file, its commits in its log
-        writer.execute("PRAGMA journal_mode = WAL")
-        writer.execute("PRAGMA wal_autocheckpoint = 0")
-        writer.execute("CREATE TABLE kept (body TEXT)")
-        writer.execute("INSERT INTO kept VALUES ('written after the swap')")
-        assert opened.take(store) is None
-        opened.clear()
-        assert Path(f"{store}-wal").stat().st_size > 0
-        writer.close()
-        with contextlib.closing(sqlite3.connect(store)) as reader:
-            assert reader.execute("SELECT body FROM kept").fetchall() == [("written after the swap",)]
-    finally:
-        opened.clear()
+    open_ahead(str(index), str(store))
+    aside = tmp_path / "aside.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(f"{store}{suffix}", f"{aside}{suffix}")
+    writer = sqlite3.connect(store, isolation_level=None)  # a new file, its commits in its log
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("CREATE TABLE kept (body TEXT)")
+    writer.execute("INSERT INTO kept VALUES ('written after the swap')")
+    assert opened.take(store) is None
+    opened.clear()
+    assert Path(f"{store}-wal").stat().st_size > 0
+    writer.close()
+    with contextlib.closing(sqlite3.connect(store)) as reader:
+        assert reader.execute("SELECT body FROM kept").fetchall() == [("written after the swap",)]
 
 
 def test_nothing_is_opened_ahead_that_the_calls_own_open_would_change_or_refuse(
     env: dict[str, str], project: Path, tmp_path: Path
 ) -> None:
     store, index = made(env, project, "the deploy uses blue green")
-    try:
-        # Not in WAL mode: the call's open switches it (a write), so the spare does not open it.
-        with contextlib.closing(sqlite3.connect(store, isolation_level=None)) as conn:
-            conn.execute("PRAGMA journal_mode = DELETE")
-        before = digest(store)
-        open_ahead(str(index), str(store))
-        assert os.path.abspath(store) not in opened._OPENED
-        assert os.path.abspath(index) in opened._OPENED
-        assert digest(store) == before and not Path(f"{store}-wal").exists()
-        opened.clear()
-        # Another program's file, a missing file, a team store's URL: nothing, and no error.
-        foreign = tmp_path / "foreign.sqlite"
-        with contextlib.closing(sqlite3.connect(foreign)) as conn:
-            conn.execute("CREATE TABLE notes (body TEXT)")
-        before = digest(foreign)
-        open_ahead(str(foreign), str(tmp_path / "missing.sqlite"))
-        open_ahead(str(tmp_path / "absent.sqlite"), "postgresql://localhost/korg")
-        assert not opened._OPENED
-        assert digest(foreign) == before and not (tmp_path / "missing.sqlite").exists()
-    finally:
-        opened.clear()
+    # Not in WAL mode: the call's open switches it (a write), so the spare does not open it.
+    with contextlib.closing(sqlite3.connect(store, isolation_level=None)) as conn:
+        conn.execute("PRAGMA journal_mode = DELETE")
+    before = digest(store)
+    open_ahead(str(index), str(store))
+    assert os.path.abspath(store) not in opened._OPENED
+    assert os.path.abspath(index) in opened._OPENED
+    assert digest(store) == before and not Path(f"{store}-wal").exists()
+    opened.clear()
+    # Another program's file, a missing file, a team store's URL: nothing, and no error.
+    foreign = tmp_path / "foreign.sqlite"
+    with contextlib.closing(sqlite3.connect(foreign)) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    before = digest(foreign)
+    open_ahead(str(foreign), str(tmp_path / "missing.sqlite"))
+    open_ahead(str(tmp_path / "absent.sqlite"), "postgresql://localhost/korg")
+    assert not opened._OPENED
+    assert digest(foreign) == before and not (tmp_path / "missing.sqlite").exists()
 
 
 def test_an_engines_spare_holds_both_files_and_a_store_swapped_under_it_is_read_anew(

@@ -8,9 +8,11 @@ migration checks, the pragmas -- some 2 ms of every engine call that reads both 
 sqlite.store.SqliteStore`) and leaves the connections here; the call's own open of the same path
 takes one instead of opening anew, once.
 
-A connection stands for the file it was opened on: it is taken only while the path still names
-that file (``st_dev``/``st_ino``; the open connection keeps the inode from being reused), and a
-file replaced, moved or removed since is opened anew by the call, as without an engine. A
+A connection stands for the file it was opened on, as it was: it is taken only while the path
+still names that file (``st_dev``/``st_ino``; the open connection keeps the inode from being
+reused) and the file's schema is unchanged (``PRAGMA schema_version``: another korg-recall may
+have migrated it since, and a newer schema must meet the call's own checks); otherwise the call
+opens anew, as without an engine. A
 connection to a file no longer at its path is never closed, only let go of (kept until the
 process ends, which a spare and a call do without closing anything): SQLite's last close deletes
 the write-ahead log *by its name*, and the name now belongs to the new file's log, with commits
@@ -27,8 +29,9 @@ from pathlib import Path
 
 __all__ = ["clear", "let_go", "offer", "take"]
 
-_OPENED: dict[str, tuple[tuple[int, int], sqlite3.Connection]] = {}
-"""Absolute path -> (the identity of the file it was opened on, the connection)."""
+_OPENED: dict[str, tuple[tuple[int, int], int, sqlite3.Connection]] = {}
+"""Absolute path -> (the identity of the file it was opened on, its schema's version then, the
+connection)."""
 _LET_GO: list[sqlite3.Connection] = []
 """Connections never to be closed (see the module docstring): held until the process ends."""
 
@@ -40,11 +43,15 @@ def offer(path: Path | str, conn: sqlite3.Connection) -> None:
         OSError: the path cannot be looked at (the caller then closes ``conn`` itself).
     """
     info = os.stat(path)
+    schema = _schema_version(conn)
     key = os.path.abspath(path)
     earlier = _OPENED.pop(key, None)
     if earlier is not None:
-        _LET_GO.append(earlier[1])
-    _OPENED[key] = ((info.st_dev, info.st_ino), conn)
+        _LET_GO.append(earlier[2])
+    if schema is None:
+        _LET_GO.append(conn)
+        return
+    _OPENED[key] = ((info.st_dev, info.st_ino), schema, conn)
 
 
 def take(path: Path | str) -> tuple[sqlite3.Connection, tuple[int, int]] | None:
@@ -56,12 +63,14 @@ def take(path: Path | str) -> tuple[sqlite3.Connection, tuple[int, int]] | None:
     found = _OPENED.pop(os.path.abspath(path), None)
     if found is None:
         return None
-    identity, conn = found
+    identity, schema, conn = found
     try:
         info = os.stat(path)
     except OSError:
         info = None
-    if info is None or (info.st_dev, info.st_ino) != identity:
+    if info is None or (info.st_dev, info.st_ino) != identity or _schema_version(conn) != schema:
+        # Another file, or its schema changed since (another korg-recall migrated it): the call's
+        # own open looks at it again -- a newer schema is refused there, as it always was.
         _LET_GO.append(conn)
         return None
     return conn, identity
@@ -69,8 +78,16 @@ def take(path: Path | str) -> tuple[sqlite3.Connection, tuple[int, int]] | None:
 
 def clear() -> None:
     """Let go of every connection offered (never closed: their files may be gone from their paths)."""
-    _LET_GO.extend(conn for _identity, conn in _OPENED.values())
+    _LET_GO.extend(conn for _identity, _schema, conn in _OPENED.values())
     _OPENED.clear()
+
+
+def _schema_version(conn: sqlite3.Connection) -> int | None:
+    """SQLite's count of the file's schema changes (None: it cannot be read)."""
+    try:
+        return int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    except sqlite3.Error:
+        return None
 
 
 def let_go(conn: sqlite3.Connection) -> None:

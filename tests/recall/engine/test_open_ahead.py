@@ -48,14 +48,14 @@ def test_a_call_takes_what_was_opened_for_its_file_once_and_never_for_a_file_rep
 ) -> None:
     store, index = made(env, project, "the deploy uses blue green")
     open_ahead(str(index), str(store))
-    ahead = opened._OPENED[os.path.abspath(store)][1]
+    ahead = opened._OPENED[os.path.abspath(store)][2]
     with contextlib.closing(SqliteStore(store)) as first:
         assert first.conn is ahead  # taken
     with contextlib.closing(SqliteStore(store)) as second:
         assert second.conn is not ahead  # once
     # The index replaced at its path since the spare opened it: the call opens the new file,
     # and the old one's connection is let go of, not closed.
-    taken = opened._OPENED[os.path.abspath(index)][1]
+    taken = opened._OPENED[os.path.abspath(index)][2]
     copy = tmp_path / "copy.sqlite"
     shutil.copyfile(index, copy)
     os.replace(copy, index)
@@ -65,6 +65,12 @@ def test_a_call_takes_what_was_opened_for_its_file_once_and_never_for_a_file_rep
         assert taken in opened._LET_GO and taken.execute("SELECT 1").fetchone() == (1,)
     finally:
         fresh.close()
+    # Its schema changed since (another korg-recall migrated it): opened anew, so the call's own
+    # checks see the schema (a newer one is refused there).
+    open_ahead(str(index), str(store))
+    with contextlib.closing(sqlite3.connect(store)) as other:
+        other.execute("CREATE TABLE from_a_newer_version (x)")
+    assert opened.take(store) is None
     # A file removed since: nothing is taken either.
     open_ahead(str(index), str(store))
     os.unlink(store)

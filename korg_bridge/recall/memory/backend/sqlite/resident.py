@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.recall.memory.backend.sqlite.schema import HEADS_INDEX, VECTOR_INDEX
+from korg_bridge.recall.memory.backend.sqlite.schema import VECTOR_INDEX
 
 if TYPE_CHECKING:
     import numpy
@@ -107,14 +107,12 @@ def keep(path: Path, model_id: str, dim: int) -> int:
     return len(fresh)
 
 
-def listed_sql(where: str, *, with_id: bool, heads: bool = False) -> str:
+def listed_sql(where: str) -> str:
     """Rows of ``memory m`` matching ``where`` that have a vector of one model, in rowid order: the
-    rowid, the vector's stamp (and the memory id), found in two indexes without reading a vector or,
-    unless ``where`` or the id needs it, a memory row (``heads``: ``where`` names heads only, and
-    the heads' index answers it). Params: ``where``'s, the model id, the dimension."""
-    memory = f"memory m INDEXED BY {HEADS_INDEX}" if heads else "memory m"
+    rowid and the vector's stamp, found in an index without reading a vector. Params: ``where``'s,
+    the model id, the dimension."""
     return (
-        f"SELECT m.rowid, v.stamp{', m.id' if with_id else ''} FROM {memory} "
+        "SELECT m.rowid, v.stamp FROM memory m "
         f"CROSS JOIN memory_vectors v INDEXED BY {VECTOR_INDEX} "
         f"WHERE {where} AND v.model_id = ? AND v.dim = ? AND v.row = m.rowid ORDER BY m.rowid"
     )

@@ -76,34 +76,6 @@ class SqliteVectors:
     def drop(self, tx: Tx, rowids: Sequence[int]) -> None:
         tx.executemany("DELETE FROM memory_vectors WHERE row = ?", [(rowid,) for rowid in rowids])
 
-    def _scored(
-        self,
-        tx: Tx,
-        where: str,
-        params: Sequence[object],
-        model_id: str,
-        dim: int,
-        vector: Any,
-        *,
-        with_id: bool = False,
-        heads: bool = False,
-    ) -> tuple[list[tuple[int, str]], Any]:
-        """(rowid, memory id -- "" unless ``with_id``) of the rows matching ``where`` with a vector of
-        the model, in rowid order, and each one's cosine to ``vector``, the same bytes whether its
-        vector was kept by an engine (:mod:`.resident`) or read here."""
-        import numpy as np
-
-        query = np.asarray(vector, dtype=np.float32)
-        if query.ndim != 1 or query.size != dim:
-            return [], np.zeros(0, dtype=np.float32)
-        found = tx.execute(
-            listed_sql(where, with_id=with_id, heads=heads), (*params, model_id, dim)
-        ).fetchall()
-        if not found:
-            return [], np.zeros(0, dtype=np.float32)
-        places, sims = scored(tx, found, model_id, dim, query)
-        return [(found[place][0], str(found[place][2]) if with_id else "") for place in places], sims
-
     def cosines(
         self, tx: Tx, scope: str, model_id: str, dim: int, vector: Any, limit: int
     ) -> tuple[dict[str, float], bool | None]:
@@ -142,13 +114,19 @@ class SqliteVectors:
     ) -> list[tuple[int, float]]:
         # Every vector the condition allows, one matrix product: a store's few thousand rows cost
         # milliseconds, and an exact answer needs no index.
+        # The scores are the same bytes whether a vector was kept by an engine (:mod:`.resident`)
+        # or read here.
         import numpy as np
 
-        rows, sims = self._scored(tx, where, params, model_id, dim, vector)
-        if not rows or limit < 1:
+        query = np.asarray(vector, dtype=np.float32)
+        if query.ndim != 1 or query.size != dim or limit < 1:
             return []
+        found = tx.execute(listed_sql(where), (*params, model_id, dim)).fetchall()
+        if not found:
+            return []
+        places, sims = scored(tx, found, model_id, dim, query)
         order = np.argsort(-sims, kind="stable")[:limit]
-        return [(rows[i][0], float(sims[i])) for i in order.tolist()]
+        return [(int(found[places[i]][0]), float(sims[i])) for i in order.tolist()]
 
     def cosines_of(
         self, tx: Tx, rowids: Sequence[int], model_id: str, dim: int, vector: Any

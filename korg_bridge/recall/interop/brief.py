@@ -67,7 +67,13 @@ HOOK_MAX_CHARS = 9500
 
 SECTIONS = ("Pinned, and how to work with the user", "Recent project memories", "Other recent memories")
 """Brief sections, in order: pinned memories and those of type user or feedback; project ones;
-reference and note ones (:func:`_section_of`)."""
+reference and note ones (:data:`SECTION_SQL`)."""
+SECTION_SQL = (
+    "CASE WHEN pinned <> 0 OR type IN ('user', 'feedback') THEN 0 WHEN type = 'project' THEN 1 "
+    "WHEN type IN ('reference', 'note') THEN 2 END"
+)
+"""Which of :data:`SECTIONS` a memory falls in, as its index there (NULL: none), worked out by the
+store: a Python test per row was a fifth of a brief's listing at 4k heads."""
 
 
 def tokens(text: str) -> int:
@@ -77,18 +83,19 @@ def tokens(text: str) -> int:
 
 def candidates_sql(scope_count: int, *, skip_auto_memory: bool, source_kind: str) -> str:
     """Every memory a brief may show -- live, trusted, unexpired heads in the scopes, not from an
-    instructions file (nor Claude Code's auto memory when asked) -- with only what places it in a
-    section and orders it there. ``source_kind`` is the store's expression for ``source.kind``
+    instructions file (nor Claude Code's auto memory when asked) -- as its rowid and its section
+    (:data:`SECTION_SQL`). ``source_kind`` is the store's expression for ``source.kind``
     (:meth:`~.memory.backend.Tx.source_field`). Params: scopes, now.
 
     One pass: the sections' sizes and their first rows come from it (four queries over the same
     rows took most of a ``context`` call), and only the rows shown are read in full
     (:func:`rows_sql`). In the order each section lists them -- pinned first, then newest, then
     by id (and rowid, for two current versions of one lineage) -- sorted by SQLite rather than in
-    Python (three sorts of thousands of rows)."""
+    Python (three sorts of thousands of rows). A SQLite store reads it from one index
+    (:data:`~.memory.backend.sqlite.schema.BRIEF_INDEX`), which holds every column named here."""
     where = _common_where(scope_count, skip_auto_memory, source_kind)
     return (
-        f"SELECT rowid, type, pinned, recorded_at, id FROM memory WHERE {where} "
+        f"SELECT rowid, {SECTION_SQL} FROM memory WHERE {where} "
         "ORDER BY pinned DESC, recorded_at DESC, id, rowid"
     )
 
@@ -96,13 +103,6 @@ def candidates_sql(scope_count: int, *, skip_auto_memory: bool, source_kind: str
 def rows_sql(count: int) -> str:
     """What a brief line shows of ``count`` memories, by rowid. Params: the rowids."""
     return f"SELECT rowid, {_ROW_COLUMNS} FROM memory WHERE rowid IN ({', '.join('?' * count)})"
-
-
-def _section_of(kind: str, pinned: bool) -> int | None:
-    """Which of :data:`SECTIONS` a memory of ``kind`` falls in (None: none)."""
-    if pinned or kind in ("user", "feedback"):
-        return 0
-    return 1 if kind == "project" else 2 if kind in ("reference", "note") else None
 
 
 _ROW_COLUMNS = f"id, type, title, substr(body, 1, {EXCERPT_CHARS * 3}), recorded_at, pinned, actor"
@@ -285,8 +285,7 @@ def _memories(brief: Brief, ctx: Any, limit: int, *, skip_auto_memory: bool) -> 
         with store.reading() as conn:
             kind_field = conn.source_field("kind")
             sql = candidates_sql(len(scopes), skip_auto_memory=skip_auto_memory, source_kind=kind_field)
-            for rowid, kind, pinned, _recorded_at, _memory_id in conn.execute(sql, params):
-                section = _section_of(str(kind), bool(pinned))
+            for rowid, section in conn.execute(sql, params):
                 if section is not None:
                     counts[section] += 1
                     if len(shown[section]) < room:

@@ -184,3 +184,28 @@ def test_finishing_an_interrupted_creation_takes_no_backup(tmp_path: Path) -> No
     with Store(path) as store:
         assert store.conn.execute("SELECT count(*) FROM _migrations").fetchone() == (len(MIGRATIONS),)
     assert newest_backup(path) is None
+
+
+@SQLITE_FILE
+def test_a_brief_lists_the_heads_from_the_index_made_for_it(tmp_path: Path) -> None:
+    """The brief's listing names only what ``memory_brief`` holds -- the source's kind as the
+    store's very expression for it -- so SQLite reads the index, never a row (a row read per head
+    was most of a ``context`` call)."""
+    from korg_bridge.recall.interop.brief import candidates_sql
+    from korg_bridge.recall.memory.backend.sqlite.schema import BRIEF_INDEX
+
+    with Store(tmp_path / "m.sqlite") as store:
+        for n in range(50):
+            with store.write() as tx:
+                insert_version(tx, version(id=f"m{n:010d}", scope="user" if n % 2 else "project:/p"))
+        with store.reading() as tx:
+            kind = tx.source_field("kind")
+            made = store.conn.execute(
+                "SELECT sql FROM sqlite_master WHERE name = ?", (BRIEF_INDEX,)
+            ).fetchone()
+            assert made is not None and kind in made[0]
+            sql = candidates_sql(2, skip_auto_memory=True, source_kind=kind)
+            params = ("user", "project:/p", "2026-01-01T00:00:00.000000Z")
+            plan = " ".join(row[3] for row in tx.execute(f"EXPLAIN QUERY PLAN {sql}", params))
+            assert f"USING INDEX {BRIEF_INDEX} " in plan, plan
+            assert len(tx.execute(sql, params).fetchall()) == 50

@@ -192,3 +192,32 @@ def test_keeping_reads_the_store_without_creating_or_changing_anything(tmp_path:
     assert resident.keep(tmp_path / "memory.sqlite", MODEL, DIM) == 10
     assert resident.keep(tmp_path / "memory.sqlite", MODEL, DIM) == 0  # nothing new: nothing read
     assert (tmp_path / "memory.sqlite").read_bytes() == before
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_rows_cosine_is_the_same_whether_a_search_by_meaning_scored_it_or_it_is_read_alone(
+    tmp_path: Path, rng: Any, keep: bool
+) -> None:
+    """Rows a hybrid search ranks by keywords take the cosines its side by meaning computed for
+    every row it listed: the same floats as reading each vector alone, rows it did not list (no
+    vector, another scope) read as before."""
+    store = SqliteStore(tmp_path / "memory.sqlite")
+    rowids = _add(store, rng, 60, tag="a")
+    with store.write() as tx:
+        tx.vectors.drop(tx, [rowids[3]])
+        tx.execute("UPDATE memory SET scope = 'project:/elsewhere' WHERE rowid = ?", (rowids[4],))
+    if keep:
+        resident.keep(store.path, MODEL, DIM)
+    query = _vector(rng)
+    asked = [rowids[n] for n in (0, 3, 4, 7, 59, 30)] + [10_000]
+    with store.reading() as tx:
+        alone = tx.vectors.cosines_of(tx, asked, MODEL, DIM, query)
+    with store.reading() as tx:
+        where = match_where(len(SCOPES), 0, heads_only=False)
+        closest = tx.vectors.nearest_rows(tx, where, SCOPES, MODEL, DIM, query, 5)
+        after = tx.vectors.cosines_of(tx, asked, MODEL, DIM, query)
+        again = tx.vectors.cosines_of(tx, [rowid for rowid, _ in closest], MODEL, DIM, query)
+        other = tx.vectors.cosines_of(tx, asked, MODEL, DIM, _vector(rng))
+    assert after == alone and sorted(alone) == sorted(set(asked) - {rowids[3], 10_000})
+    assert again == dict(closest)
+    assert other != after and sorted(other) == sorted(after)

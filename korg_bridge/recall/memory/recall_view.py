@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from korg_bridge.errors import KorgError
 
 if TYPE_CHECKING:
-    from korg_bridge.recall.memory.backend.protocols import Store
+    from korg_bridge.recall.memory.backend.protocols import Tx
     from korg_bridge.recall.memory.search import Meaning, MemoryHit
 
 __all__ = ["MemorySection", "memory_section", "print_memory_only", "recall_memories", "settle"]
@@ -166,10 +166,11 @@ def _bump(store: Any, hits: list[MemoryHit], now: float) -> None:
 
 
 def _meaning(
-    args: Mapping[str, Any], env: Mapping[str, str], store: Store, scopes: list[str], section: MemorySection
+    args: Mapping[str, Any], env: Mapping[str, str], tx: Tx, scopes: list[str], section: MemorySection
 ) -> tuple[Meaning | None, bool]:
     """How this recall ranks memories (None: by keywords), and whether live memories of the
-    scopes lack a vector that the background indexer could give them.
+    scopes lack a vector that the background indexer could give them. In the read that searches
+    them next (``tx``): the store lists their rows once for both (:mod:`.backend`).
 
     Raises:
         DependencyMissing: ``hybrid`` or ``semantic`` asked for without a model (the fix named).
@@ -183,8 +184,7 @@ def _meaning(
         return None, False
     from korg_bridge.recall.memory.embedding import coverage
 
-    with store.reading() as tx:
-        found = coverage(tx, env, scopes)
+    found = coverage(tx, env, scopes)
     lacking = found is not None and found.missing > 0
     if requested == "auto" and (found is None or found.live == 0 or found.fraction < AUTO_HYBRID_COVERAGE):
         if found is not None and found.live:
@@ -249,9 +249,9 @@ def memory_section(args: Mapping[str, Any], env: Mapping[str, str], *, strict: b
 
         sync_mirror(store, ctx, scopes)  # hand edits count before anything is searched
         sources.take_in(store, ctx, scopes)  # and what changed outside (Claude Code's folders)
-        meaning, lacking = _meaning(args, env, store, scopes, section)
-        section.mode = "keyword" if meaning is None else meaning.mode
         with store.reading() as conn:
+            meaning, lacking = _meaning(args, env, conn, scopes, section)
+            section.mode = "keyword" if meaning is None else meaning.mode
             hits = search_memories(
                 conn,
                 str(args["query"]),

@@ -28,6 +28,7 @@ __all__ = [
     "lineage",
     "links_of",
     "mark_dirty",
+    "match_where",
     "next_version",
     "pending_proposal",
     "select_versions",
@@ -100,6 +101,18 @@ def index_versions(conn: Tx, versions: Sequence[Version]) -> None:
 def chunks(values: Sequence[T]) -> list[Sequence[T]]:
     """``values`` in slices of at most :data:`CHUNK`, for ``IN (…)`` lists."""
     return [values[start : start + CHUNK] for start in range(0, len(values), CHUNK)]
+
+
+def match_where(scope_count: int, type_count: int, *, heads_only: bool) -> str:
+    """Which rows a search ranks: in ``scope_count`` scopes (and ``type_count`` types), neither
+    purged nor pending, heads only unless older versions are asked for. A condition on ``m``;
+    params: the scopes, then the types."""
+    clauses = [f"m.scope IN ({', '.join('?' * scope_count)})", "m.state NOT IN ('purged', 'pending')"]
+    if type_count:
+        clauses.append(f"m.type IN ({', '.join('?' * type_count)})")
+    if heads_only:
+        clauses.append("m.superseded_by IS NULL")
+    return " AND ".join(clauses)
 
 
 def select_versions(conn: Tx, where: str, params: Sequence[object] = ()) -> list[Version]:

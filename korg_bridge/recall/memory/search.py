@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from korg_bridge.recall.history.query.fts import STOPWORDS, query_terms
 from korg_bridge.recall.memory.records import Version, iso
-from korg_bridge.recall.memory.rows import heads, lineage, select_versions
+from korg_bridge.recall.memory.rows import heads, lineage, match_where, select_versions
 from korg_bridge.recall.memory.scoring import MEMORY_WEIGHTS, Candidate, Meaning, MemoryHit, score
 
 if TYPE_CHECKING:
@@ -74,18 +74,6 @@ VECTOR_WINDOW = 100
 """Closest rows by meaning fed to hybrid and semantic ranking (4 x top_n when larger)."""
 FORGET_MAX = 50
 """Memories one ``forget(query)`` may act on; more must be narrowed down first."""
-
-
-def match_where(scope_count: int, type_count: int, *, heads_only: bool) -> str:
-    """Which rows a search ranks: in ``scope_count`` scopes (and ``type_count`` types), neither
-    purged nor pending, heads only unless older versions are asked for. A condition on ``m``;
-    params: the scopes, then the types."""
-    clauses = [f"m.scope IN ({', '.join('?' * scope_count)})", "m.state NOT IN ('purged', 'pending')"]
-    if type_count:
-        clauses.append(f"m.type IN ({', '.join('?' * type_count)})")
-    if heads_only:
-        clauses.append("m.superseded_by IS NULL")
-    return " AND ".join(clauses)
 
 
 def _effective_at(versions: Sequence[Version], at: str) -> Version | None:

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from korg_bridge.recall.memory.backend.sqlite import resident
+from korg_bridge.recall.memory.backend.sqlite.schema import SCOPE_INDEX
 from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
+from korg_bridge.recall.memory.backend.sqlite.vectors import listing_sql
 from korg_bridge.recall.memory.records import Version, iso
 from korg_bridge.recall.memory.rows import insert_version
 from korg_bridge.recall.memory.search import match_where
@@ -221,3 +223,40 @@ def test_a_rows_cosine_is_the_same_whether_a_search_by_meaning_scored_it_or_it_i
     assert after == alone and sorted(alone) == sorted(set(asked) - {rowids[3], 10_000})
     assert again == dict(closest)
     assert other != after and sorted(other) == sorted(after)
+
+
+def test_a_reads_coverage_and_search_by_meaning_come_from_one_listing_with_the_same_answers(
+    tmp_path: Path, rng: Any
+) -> None:
+    """In a read a recall asks how much of its scopes is embedded, then ranks their rows by meaning:
+    one listing answers both, with what each query alone answers (outside a read: a write)."""
+    store = SqliteStore(tmp_path / "memory.sqlite")
+    rowids = _add(store, rng, 80, tag="a", twins=4)
+    with store.write() as tx:
+        tx.vectors.drop(tx, rowids[:6])  # live heads without a vector
+        for rowid, state in zip(rowids[6:14], ["retired", "pending", "purged", "live"] * 2, strict=True):
+            tx.execute("UPDATE memory SET state = ? WHERE rowid = ?", (state, rowid))
+        tx.execute("UPDATE memory SET superseded_by = ? WHERE rowid = ?", (rowids[20], rowids[21]))
+        tx.execute("UPDATE memory SET scope = 'project:/elsewhere' WHERE rowid = ?", (rowids[22],))
+    query = _vector(rng)
+    where = match_where(len(SCOPES), 0, heads_only=False)
+
+    def both(tx: Any) -> tuple[tuple[int, int], list[tuple[int, float]], tuple[int, int]]:
+        return (
+            tx.vectors.coverage(tx, SCOPES, MODEL, DIM),
+            tx.vectors.nearest_rows(tx, where, SCOPES, MODEL, DIM, query, 50),
+            tx.vectors.coverage(tx, SCOPES[:1], MODEL, DIM),
+        )
+
+    with store.write() as tx:
+        alone = both(tx)
+    with store.reading() as tx:
+        assert both(tx) == alone
+        assert len(tx.listed) == 2  # one listing for both scopes, one for the first
+        plan = " ".join(
+            row[3] for row in tx.execute(f"EXPLAIN QUERY PLAN {listing_sql(where)}", (MODEL, DIM, *SCOPES))
+        )
+        assert f"COVERING INDEX {SCOPE_INDEX} " in plan, plan  # the rows themselves are never read
+    assert (
+        alone[0] == (80 - 6 - 1 - 1, 80 - 6 - 1 - 1 - 6) and len(alone[1]) == 50
+    )  # states, revised, moved; no vector

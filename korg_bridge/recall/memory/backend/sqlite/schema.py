@@ -14,7 +14,7 @@ import sqlite3
 
 from korg_bridge.recall.history.migrations import TOKENIZER, Migration
 
-__all__ = ["BRIEF_INDEX", "HEADS_INDEX", "MIGRATIONS", "TABLES", "VECTOR_INDEX"]
+__all__ = ["BRIEF_INDEX", "HEADS_INDEX", "MIGRATIONS", "SCOPE_INDEX", "TABLES", "VECTOR_INDEX"]
 
 VECTOR_INDEX = "memory_vectors_stamp"
 """The index of ``memory_vectors`` on (model id, dimension, row, stamp): which rows have a vector of
@@ -31,6 +31,10 @@ BRIEF_INDEX = "memory_brief"
 store's own expression for it (:meth:`~.store.SqliteTx.source_field`): the listing is read from
 the index alone. Reading each head's row instead -- its body, its JSON -- was 12 of 13 ms of the
 listing at 4k heads, most of a ``context`` call."""
+SCOPE_INDEX = "memory_scope_heads"
+"""The index of every version on (scope, state, superseded_by): the rows a search ranks, and which
+of them are heads, from the index alone -- a recall by meaning lists them once for its coverage
+and its ranking (:mod:`.vectors`). Named by that listing; the same promise as above."""
 
 
 def _create_fts(conn: sqlite3.Connection) -> None:
@@ -284,6 +288,15 @@ MIGRATIONS: list[Migration] = [
             f"CREATE INDEX {BRIEF_INDEX} ON memory(scope, state, trust, pinned, recorded_at, id, type, expires_at, "
             "superseded_by, CASE WHEN json_valid(source) THEN json_extract(source, '$.kind') END) "
             "WHERE superseded_by IS NULL",
+        ),
+    ),
+    (
+        "m012_scope_heads",
+        (
+            # Replaces m008's memory_scope (scope, state): the same lookups, and whether a row is a
+            # head without reading it (SCOPE_INDEX above).
+            f"CREATE INDEX {SCOPE_INDEX} ON memory(scope, state, superseded_by)",
+            "DROP INDEX memory_scope",
         ),
     ),
 ]

@@ -104,6 +104,9 @@ class SqliteTx:
         self.fts_members: dict[str, frozenset[int]] | None = {} if snapshot else None
         """In a read-only transaction (one snapshot), the rows each FTS5 expression matched, read
         once: a search asks for the same word's rows to score, to group and to order its hits."""
+        self.listed: dict[tuple[str, tuple[object, ...], str, int], Any] | None = {} if snapshot else None
+        """In a read-only transaction, the rows a search by meaning lists (:mod:`.vectors`), read
+        once: a recall's coverage of its scopes comes from the same listing as its search."""
         self.scored: dict[tuple[str, int, bytes], tuple[Any, Any]] | None = {} if snapshot else None
         """In a read-only transaction, the cosines a search by meaning computed -- of every row it
         listed, not only the closest it returned -- by model, dimension and query: the rows it then

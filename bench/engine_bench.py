@@ -62,42 +62,37 @@ def korg_recall() -> list[str]:
 
 def user_install(where: Path) -> Path:
     """korg-bridge installed as a user has it (a wheel, not this checkout's editable install), in a
-    venv of its own that finds the dependencies in this one; its ``python``.
+    venv of its own that finds the dependencies in this one; its ``python``. A kept venv
+    (``--workdir``) gets this checkout's wheel again: it measures the code it was run from.
 
     An editable install costs every process a finder import at start-up (about 9 ms, most of what
     the front half spends before it reaches the engine); a user's install has none."""
     import sysconfig
 
     python = where / "venv" / "bin" / "python"
-    if python.exists():
-        return python
     repo = Path(__file__).resolve().parents[1]
     wheels = where / "wheel"
+    shutil.rmtree(wheels, ignore_errors=True)
     print("engine bench: building a wheel of this checkout for a user's install ...", file=sys.stderr)
-    for argv in (
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "-w",
-            str(wheels),
-            str(repo),
-        ],
-        [sys.executable, "-m", "venv", "--without-pip", str(where / "venv")],
-    ):
-        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    # A plain path, not a site dir: this venv's .pth files (the editable finder) are not run there.
-    Path(site, "korg-bench-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(repo)],
+        check=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    if not python.exists():
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(where / "venv")],
+            check=True,
+            stdin=subprocess.DEVNULL,
+        )
+        site = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+        # A plain path, not a site dir: this venv's .pth files (the editable finder) are not run there.
+        Path(site, "korg-bench-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     wheel = next(wheels.glob("korg_bridge-*.whl"))
     subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--force-reinstall", str(wheel)],
         check=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     return python

@@ -29,13 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from korg_bridge.recall.memory.backend.sqlite.schema import VECTOR_INDEX
-
 if TYPE_CHECKING:
     import numpy
     from numpy.typing import NDArray
 
-__all__ = ["BUDGET_BYTES", "Kept", "dot_rows", "keep", "kept", "listed_sql", "read_vectors", "scored"]
+__all__ = ["BUDGET_BYTES", "Kept", "dot_rows", "keep", "kept", "read_vectors", "scored"]
 
 BUDGET_BYTES = 48 << 20
 """Vectors kept at most: 32k memories of 384 floats."""
@@ -107,17 +105,6 @@ def keep(path: Path, model_id: str, dim: int) -> int:
     return len(fresh)
 
 
-def listed_sql(where: str) -> str:
-    """Rows of ``memory m`` matching ``where`` that have a vector of one model, in rowid order: the
-    rowid and the vector's stamp, found in an index without reading a vector. Params: ``where``'s,
-    the model id, the dimension."""
-    return (
-        "SELECT m.rowid, v.stamp FROM memory m "
-        f"CROSS JOIN memory_vectors v INDEXED BY {VECTOR_INDEX} "
-        f"WHERE {where} AND v.model_id = ? AND v.dim = ? AND v.row = m.rowid ORDER BY m.rowid"
-    )
-
-
 def dot_rows(vectors: NDArray[numpy.float32], query: NDArray[numpy.float32]) -> NDArray[numpy.float32]:
     """Each row's dot product with ``query``, the same bytes for a row wherever it lies: numpy's
     ``einsum`` sums each row on its own, in one order, whatever the matrix around it (a BLAS matrix
@@ -133,7 +120,7 @@ def scored(
     conn: Any, found: Sequence[Sequence[Any]], model_id: str, dim: int, query: NDArray[numpy.float32]
 ) -> tuple[list[int], NDArray[numpy.float32]]:
     """The cosine with ``query`` of the vector of the model of each row of ``found`` (rows of
-    :func:`listed_sql`: rowid, stamp, ...), in that order -- kept ones scored where they are kept,
+    :func:`~.vectors.listing_sql`: rowid, stamp, ...), in that order -- kept ones scored where they are kept,
     the rest read from ``conn`` (a fresh process reads them all) -- and which places of ``found``
     they are (a malformed vector, of the wrong length, is left out)."""
     import numpy as np

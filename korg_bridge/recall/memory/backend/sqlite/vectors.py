@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from korg_bridge.recall.memory.backend.sqlite.resident import dot_rows, listed_sql, read_vectors, scored
+from korg_bridge.recall.memory.backend.sqlite.resident import dot_rows, read_vectors, scored
 from korg_bridge.recall.memory.backend.sqlite.schema import HEADS_INDEX, SCOPE_INDEX, VECTOR_INDEX
 from korg_bridge.recall.memory.rows import match_where
 
@@ -26,7 +26,7 @@ _HEADS_VECTORS = (
     f"ON v.model_id = ? AND v.dim = ? AND v.row = m.rowid WHERE {_HEADS} ORDER BY m.rowid"
 )
 """Every live or pending head of a scope: rowid, its vector's stamp, memory id, whether it has a
-vector of the model (the rows of :func:`~.resident.listed_sql`, and those without). Params: the
+vector of the model (the rows of :func:`listing_sql` that have one, and those without). Params: the
 model id, the dimension, the scope."""
 
 
@@ -42,9 +42,9 @@ def missing_sql(every_scope: bool) -> str:
 
 
 def listing_sql(where: str) -> str:
-    """Rows of ``memory m`` matching ``where``: rowid and its vector's stamp (rowid order, as
-    :func:`~.resident.listed_sql`), whether it has a vector of one model, whether it is a live
-    head. Params: the model id, the dimension, ``where``'s."""
+    """Rows of ``memory m`` matching ``where``, in rowid order: rowid and its vector's stamp,
+    whether it has a vector of one model, whether it is a live head -- from two indexes, without
+    reading a row or a vector. Params: the model id, the dimension, ``where``'s."""
     return (
         "SELECT m.rowid, v.stamp, v.row IS NOT NULL, m.superseded_by IS NULL AND m.state = 'live' "
         f"FROM memory m INDEXED BY {SCOPE_INDEX} LEFT JOIN memory_vectors v INDEXED BY {VECTOR_INDEX} "
@@ -150,15 +150,12 @@ class SqliteVectors:
         query = np.asarray(vector, dtype=np.float32)
         if query.ndim != 1 or query.size != dim or limit < 1:
             return []
-        if getattr(tx, "listed", None) is not None:
-            found: Sequence[Sequence[Any]] = _listed(tx, where, params, model_id, dim).found
-        else:
-            found = tx.execute(listed_sql(where), (*params, model_id, dim)).fetchall()
+        found = _listed(tx, where, params, model_id, dim).found
         if not found:
             return []
         places, sims = scored(tx, found, model_id, dim, query)
         memo = getattr(tx, "scored", None)
-        if memo is not None:  # rowid order (listed_sql's), as cosines_of looks them up
+        if memo is not None:  # rowid order (listing_sql's), as cosines_of looks them up
             listed = np.fromiter((found[place][0] for place in places), dtype=np.int64, count=len(places))
             memo[(model_id, dim, query.tobytes())] = (listed, sims)
         order = np.argsort(-sims, kind="stable")[:limit]
@@ -204,18 +201,20 @@ class SqliteVectors:
 
 
 def _listed(tx: Tx, where: str, params: Sequence[object], model_id: str, dim: int) -> _Listing:
-    """:func:`listing_sql`'s rows, read once per read-only transaction (its ``listed``): a recall by
-    meaning asks first how much of its scopes is embedded, then ranks their rows -- two passes over
-    the same rows and the same vector index, 4 ms each at 4k memories."""
-    memo: dict[tuple[str, tuple[object, ...], str, int], _Listing] = tx.listed  # type: ignore[attr-defined]
+    """:func:`listing_sql`'s rows, read once per read-only transaction (its ``listed``; in a write,
+    each time): a recall by meaning asks first how much of its scopes is embedded, then ranks their
+    rows -- two passes over the same rows and the same vector index, 4 ms each at 4k memories."""
+    memo: dict[tuple[str, tuple[object, ...], str, int], _Listing] | None = getattr(tx, "listed", None)
     key = (where, tuple(params), model_id, dim)
-    listing = memo.get(key)
+    listing = None if memo is None else memo.get(key)
     if listing is None:
         rows = tx.execute(listing_sql(where), (model_id, dim, *params)).fetchall()
         found = [(rowid, stamp) for rowid, stamp, has, _live in rows if has]
         live = sum(1 for row in rows if row[3])
         embedded = sum(1 for row in rows if row[3] and row[2])
-        listing = memo[key] = _Listing(found, live, embedded)
+        listing = _Listing(found, live, embedded)
+        if memo is not None:
+            memo[key] = listing
     return listing
 
 

@@ -155,6 +155,19 @@ def start_engine(env: dict[str, str], project: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
+ARMS = ("fresh", "engine")
+
+
+def arm_order(n: int) -> tuple[str, ...]:
+    """The arms in round ``n``'s order: swapped every round, so neither always goes first."""
+    return ARMS if n % 2 == 0 else ARMS[::-1]
+
+
+def arm_env(env: dict[str, str], arm: str) -> dict[str, str]:
+    """The environment of an arm's calls: the only difference between the two."""
+    return {**env, "KORG_RECALL_ENGINE": "off" if arm == "fresh" else "on"}
+
+
 def calls(rounds: int) -> dict[str, Callable[[int, str], list[str]]]:
     queries = list(rb.LATENCY_QUERIES)
     return {
@@ -180,7 +193,7 @@ def calls(rounds: int) -> dict[str, Callable[[int, str], list[str]]]:
 
 def interleaved(env: dict[str, str], project: Path, rounds: int) -> dict[tuple[str, str], list[float]]:
     """(call, arm) -> wall milliseconds of each fresh process, the two arms alternating."""
-    arms = {"fresh": {**env, "KORG_RECALL_ENGINE": "off"}, "engine": {**env, "KORG_RECALL_ENGINE": "on"}}
+    arms = {arm: arm_env(env, arm) for arm in ARMS}
     answered = json.loads(rb.spawn([*korg_recall(), "stats"], arms["engine"], project, TIMEOUT_S).out)[
         "engine"
     ]
@@ -190,8 +203,7 @@ def interleaved(env: dict[str, str], project: Path, rounds: int) -> dict[tuple[s
     plan = calls(rounds)
     for n in range(-2, rounds):  # two warm-up rounds, not kept
         for name, make in plan.items():
-            order = ("fresh", "engine") if n % 2 == 0 else ("engine", "fresh")
-            for arm in order:
+            for arm in arm_order(n):
                 child = rb.spawn([*korg_recall(), *make(n + 10, arm)], arms[arm], project, TIMEOUT_S)
                 if child.code != 0:
                     raise RuntimeError(f"{name} ({arm}) exited {child.code}: {child.err.strip()}")
@@ -225,15 +237,14 @@ async def _bridged(
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    arms = ("fresh", "engine")
     plan = _bridge_plan()
     async with AsyncExitStack() as stack:
         clients = {}
-        for arm in arms:
+        for arm in ARMS:
             params = StdioServerParameters(
                 command=PYTHON[0],
                 args=["-m", "korg_bridge", "korg-recall"],
-                env={**env, "KORG_RECALL_ENGINE": "off" if arm == "fresh" else "on"},
+                env=arm_env(env, arm),
                 cwd=str(project),
             )
             errlog = stack.enter_context(tempfile.TemporaryFile("w+"))  # noqa: SIM115 -- the stack closes it
@@ -244,7 +255,7 @@ async def _bridged(
         for n in range(-2, rounds):  # two warm-up rounds, not kept
             for name, make in plan.items():
                 tool, arguments = make(n)
-                for arm in arms if n % 2 == 0 else arms[::-1]:
+                for arm in arm_order(n):
                     started = time.perf_counter()
                     result = await clients[arm].call_tool(tool, arguments)
                     if result.is_error:

@@ -169,7 +169,11 @@ def arm_env(env: dict[str, str], arm: str) -> dict[str, str]:
 
 
 def calls(rounds: int) -> dict[str, Callable[[int, str], list[str]]]:
+    """What each round runs. A run's notes carry a token of their own: a note an earlier run in a
+    kept ``--workdir`` already wrote is answered ``exists`` without a write, some 15 ms cheaper than
+    the write a ``remember`` is measured for."""
     queries = list(rb.LATENCY_QUERIES)
+    run = os.urandom(3).hex()
     return {
         "keyword recall": lambda n, _arm: [
             "recall",
@@ -182,7 +186,7 @@ def calls(rounds: int) -> dict[str, Callable[[int, str], list[str]]]:
         "remember": lambda n, arm: [
             "remember",
             "--content",
-            f"bench note {n} of the {arm} arm: {mb.FACTS[n % len(mb.FACTS)].format(s='x', n=n, k='y')}",
+            f"bench note {n} of the {arm} arm in run {run}: {mb.FACTS[n % len(mb.FACTS)].format(s='x', n=n, k='y')}",
             "--type",
             "project",
         ],

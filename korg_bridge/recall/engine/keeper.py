@@ -15,7 +15,11 @@ The keeper opens only a file proven korg-recall's beforehand, through a read-onl
 look that cannot change it (the index's application id; the store's first migration), and only
 a file in WAL mode. A file replaced at its path (an index moved aside and rebuilt; a store put
 back from a copy) is let go of without a close: SQLite deletes a log by *name* on the last
-close, and that name now belongs to the new file. Nothing else is written, nothing is read.
+close, and that name now belongs to the new file. A held file changed other than through its log
+(written straight into, or damaged) is proven ours again before it is held any longer; one that no
+longer is -- a wrecked schema -- is let go of: closed when its log is empty (the log and its index
+removed, as a fresh process leaves such a file), abandoned otherwise. Nothing else is written,
+nothing is read.
 
 It runs in a process of its own, forked from the engine before the engine listens: SQLite's
 per-file lock bookkeeping must never be inherited by a forked call (the engine opens files only
@@ -24,6 +28,7 @@ between forks, and closes them again).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import stat
@@ -43,6 +48,10 @@ CHECKPOINT = "PRAGMA wal_checkpoint(TRUNCATE)"
 class _Held:
     conn: sqlite3.Connection
     identity: tuple[int, int]
+    proven: tuple[int, int]
+    """The file's (mtime_ns, size) when it was last proven ours: a WAL-mode writer changes the file
+    only in a checkpoint, so any other change -- a write straight into it, a disk's damage -- is
+    looked at again before the keeper goes on holding it."""
 
 
 class Keeper:
@@ -68,6 +77,11 @@ class Keeper:
         if held is not None and (info is None or (info.st_dev, info.st_ino) != held.identity):
             self._abandon(path)
             held = None
+        if held is not None and info is not None and _proof(info) != held.proven:
+            if not _ours(path, kind):  # damaged or rewritten: a fresh process would hold nothing
+                self._let_go(path)
+                return
+            held.proven = _proof(info)
         if held is None:
             if info is None or not stat.S_ISREG(info.st_mode) or len(self.abandoned) >= ABANDON_MAX:
                 return
@@ -79,6 +93,9 @@ class Keeper:
             held.conn.execute(CHECKPOINT).fetchall()
         except sqlite3.Error:
             self._abandon(path)  # not for the keeper to judge: the next call reports what is wrong
+            return
+        with contextlib.suppress(OSError):  # the checkpoint itself wrote the file
+            held.proven = _proof(os.stat(path))
 
     def _open(self, path: str, kind: str, info: os.stat_result) -> _Held | None:
         """A connection to ``path`` if it is korg-recall's ``kind`` of file in WAL mode, else None."""
@@ -113,11 +130,28 @@ class Keeper:
         # A checkpoint syncs as the file's own connections would: the store's writes are durable
         # when acknowledged (FULL), the index is a cache (NORMAL).
         conn.execute(f"PRAGMA synchronous = {'FULL' if kind == 'store' else 'NORMAL'}")
-        return _Held(conn, (info.st_dev, info.st_ino))
+        return _Held(conn, (info.st_dev, info.st_ino), _proof(info))
 
     def _abandon(self, path: str) -> None:
         held = self.held.pop(path)
         self.abandoned.append(held.conn)  # never closed: its last close would delete a log by name
+
+    def _let_go(self, path: str) -> None:
+        """Stop holding a file that is no longer provably ours. Closed when its log is empty -- the
+        close writes nothing into the file and removes the log and its index, which a fresh
+        process would not have left beside a damaged file; abandoned otherwise, since a last close
+        would copy the log into a file that may be anyone's now."""
+        try:
+            empty = os.stat(f"{path}-wal").st_size == 0
+        except FileNotFoundError:
+            empty = True
+        except OSError:
+            empty = False
+        if not empty:
+            self._abandon(path)
+            return
+        held = self.held.pop(path)
+        _left(held.conn)
 
     def release(self) -> None:
         """Close every connection whose file is still the one opened (the log checkpointed and
@@ -163,6 +197,10 @@ def _left(conn: sqlite3.Connection) -> None:
         conn.close()
     except sqlite3.Error:
         pass
+
+
+def _proof(info: os.stat_result) -> tuple[int, int]:
+    return info.st_mtime_ns, info.st_size
 
 
 def _ours(path: str, kind: str) -> bool:

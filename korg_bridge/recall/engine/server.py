@@ -83,6 +83,11 @@ BACKLOG = 64
 """Connections the kernel queues while every child slot is taken."""
 TICK_S = 1.0
 """The longest the parent sleeps between looks at its children and the idle clock."""
+LOOK_AGAIN_S = (0.15, 0.6, 2.5)
+"""When a waiting spare looks again at the files it opened ahead (:func:`korg_bridge.recall.opened.
+refresh`): the keeper's checkpoint after the call before writes them, and a file written since its
+look is looked at by the call that takes it, about 0.6 ms a file. The first look comes after the
+call before has ended (a spare opens ahead while it runs) and before an agent's next call."""
 SPARE_EXIT_S = 10.0
 """How long a spare told to go may take (it finishes its warm-up, tens of milliseconds)."""
 REHEARSE_AFTER = 3
@@ -417,6 +422,12 @@ class Engine:
                 self.warm()
         if not select.select([handoff], [], [], 0)[0]:  # no call waiting yet: open what it will read
             open_ahead(self.identity.index, self.identity.store)
+            from korg_bridge.recall import opened
+
+            for wait in LOOK_AGAIN_S:  # the last call's checkpoint writes the files after this open
+                if select.select([handoff], [], [], wait)[0]:
+                    break
+                opened.refresh()  # looked at now, not in the next call
         try:
             data, fds = receive_with_fds(handoff, 1 << 20, 1)
             if len(fds) != 1:

@@ -99,6 +99,69 @@ def test_a_file_replaced_at_its_path_is_let_go_without_deleting_the_new_ones_log
         assert reader.execute("SELECT body FROM kept").fetchall() == [("written after the swap",)]
 
 
+def wreck_schema(path: Path) -> None:
+    with open(path, "r+b") as handle:  # the schema page after the header, as a disk's damage might
+        handle.seek(100)
+        handle.write(b"\xff" * 3000)
+
+
+def test_a_held_file_wrecked_in_place_is_let_go_and_its_log_removed_untouched(
+    env: dict[str, str], project: Path
+) -> None:
+    """A fresh process leaves nothing beside a store it cannot read; the keeper, holding it from
+    before the damage, must not leave the log and its index there either, nor write the file."""
+    store = made_store(env, project)
+    keeper = Keeper([(str(store), "store")])
+    keeper.tend()
+    assert str(store) in keeper.held and Path(f"{store}-wal").stat().st_size == 0
+    wreck_schema(store)
+    before = store.read_bytes()
+    keeper.tend()
+    assert not keeper.held and not keeper.abandoned
+    assert sorted(p.name for p in store.parent.iterdir() if p.name.startswith("memory.sqlite")) == [
+        "memory.sqlite"
+    ]
+    assert store.read_bytes() == before
+    keeper.tend()  # not taken up again: it is not provably ours
+    assert not keeper.held
+    keeper.release()
+
+
+def test_a_held_file_wrecked_with_writes_in_its_log_is_abandoned_not_closed(
+    env: dict[str, str], project: Path
+) -> None:
+    """A last close would copy the log into a file that is no longer provably korg-recall's."""
+    store = made_store(env, project)
+    keeper = Keeper([(str(store), "store")])
+    keeper.tend()
+    with contextlib.closing(sqlite3.connect(store)) as call:
+        call.execute("UPDATE memory SET use_count = use_count + 1")
+        call.commit()
+    log = Path(f"{store}-wal")
+    written = log.read_bytes()
+    assert written
+    wreck_schema(store)
+    before = store.read_bytes()
+    keeper.tend()
+    assert not keeper.held and len(keeper.abandoned) == 1
+    assert store.read_bytes() == before and log.read_bytes() == written
+    keeper.release()
+
+
+def test_a_held_file_checkpointed_by_a_call_is_still_held(env: dict[str, str], project: Path) -> None:
+    """A call's own checkpoint writes the file too: proven ours again, held on."""
+    store = made_store(env, project)
+    keeper = Keeper([(str(store), "store")])
+    keeper.tend()
+    with contextlib.closing(sqlite3.connect(store, isolation_level=None)) as call:
+        call.execute("UPDATE memory SET use_count = use_count + 1")
+        call.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    keeper.tend()
+    assert str(store) in keeper.held and not keeper.abandoned
+    keeper.release()
+    assert not Path(f"{store}-wal").exists()
+
+
 def keepers(engine: Running) -> list[int]:
     return children(engine.pid, KEEPER_NAME)
 
@@ -125,6 +188,35 @@ def test_an_engine_keeps_its_files_between_calls_and_releases_them_when_it_stops
     assert not keepers(engine)
     for path in (store, index):
         assert not Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists()
+
+
+def test_a_store_wrecked_under_an_engine_is_refused_and_left_as_a_fresh_process_leaves_it(
+    env: dict[str, str], project: Path
+) -> None:
+    """Found by the engine pass of test_memory_errors: when the keeper held the store from before
+    the damage, its log and index stayed beside the wrecked file until the engine stopped; and a
+    call could take the connection its spare opened before the damage, whose schema was read
+    then, and answer where a fresh process reports the store corrupt."""
+    store = made_store(env, project)
+    engine = start(env, cwd=project)
+    try:
+        assert answered(env, project)
+        assert wait_for(lambda: Path(f"{store}-wal").exists())  # held: the keeper's connection
+        wreck_schema(store)
+        before = store.read_bytes()
+        refused = run(env, "memories", cwd=project)
+        assert refused.returncode == 3 and str(store) in refused.stderr, refused.stderr
+        assert wait_for(
+            lambda: (
+                sorted(p.name for p in store.parent.iterdir() if p.name.startswith("memory.sqlite"))
+                == ["memory.sqlite"]
+            ),
+            timeout=10,
+        )
+        assert store.read_bytes() == before
+    finally:
+        assert engine.stop() == 0
+    assert store.read_bytes() == before
 
 
 def test_a_keeper_killed_from_outside_costs_nothing_but_its_help(env: dict[str, str], project: Path) -> None:

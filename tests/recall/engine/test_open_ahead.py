@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,14 +49,14 @@ def test_a_call_takes_what_was_opened_for_its_file_once_and_never_for_a_file_rep
 ) -> None:
     store, index = made(env, project, "the deploy uses blue green")
     open_ahead(str(index), str(store))
-    ahead = opened._OPENED[os.path.abspath(store)][2]
+    ahead = opened._OPENED[os.path.abspath(store)].conn
     with contextlib.closing(SqliteStore(store)) as first:
         assert first.conn is ahead  # taken
     with contextlib.closing(SqliteStore(store)) as second:
         assert second.conn is not ahead  # once
     # The index replaced at its path since the spare opened it: the call opens the new file,
     # and the old one's connection is let go of, not closed.
-    taken = opened._OPENED[os.path.abspath(index)][2]
+    taken = opened._OPENED[os.path.abspath(index)].conn
     copy = tmp_path / "copy.sqlite"
     shutil.copyfile(index, copy)
     os.replace(copy, index)
@@ -170,3 +171,47 @@ def test_an_engines_spare_holds_both_files_and_a_store_swapped_under_it_is_read_
         )
     finally:
         assert engine.stop() == 0
+
+
+def wreck(path: Path) -> None:
+    with open(path, "r+b") as handle:  # the schema page after the header, as a disk's damage might
+        handle.seek(100)
+        handle.write(b"\xff" * 3000)
+
+
+def test_a_file_damaged_after_it_was_opened_ahead_is_never_taken_and_its_connection_is_closed(
+    env: dict[str, str], project: Path
+) -> None:
+    """The connection holds the schema it read before the damage: a call taking it would answer
+    where a fresh process, reading the schema anew, reports the file corrupt."""
+    store, index = made(env, project, "the deploy uses blue green")
+    hour_ago = time.time() - 3600
+    os.utime(store, (hour_ago, hour_ago))  # written long ago: an unchanged time proves no write since
+    open_ahead(str(index), str(store))
+    offered = opened._OPENED[os.path.abspath(store)]
+    assert offered.settled
+    opened.refresh()
+    assert opened._OPENED[os.path.abspath(store)] is offered  # nothing written since: kept as it was
+    wreck(store)
+    before = digest(store)
+    assert opened.take(store) is None
+    assert offered.conn not in opened._LET_GO  # the same file: closed, so no log stays beside it
+    with pytest.raises(sqlite3.ProgrammingError):
+        offered.conn.execute("SELECT 1")
+    assert digest(store) == before
+
+
+def test_a_spare_looks_again_at_a_file_written_after_its_look(env: dict[str, str], project: Path) -> None:
+    """A write within the kernel clock's tick may leave a file's time as it was: a look right after
+    a write proves nothing until it is made again (as a waiting spare does)."""
+    store, index = made(env, project, "the deploy uses blue green")
+    os.utime(store)  # as if just written (a checkpoint's time)
+    open_ahead(str(index), str(store))
+    assert not opened._OPENED[os.path.abspath(store)].settled
+    time.sleep(opened.COARSE_S)
+    opened.refresh()
+    assert opened._OPENED[os.path.abspath(store)].settled
+    wreck(store)
+    opened.refresh()  # written since: looked at again, and no longer offered
+    assert os.path.abspath(store) not in opened._OPENED
+    assert opened.take(store) is None

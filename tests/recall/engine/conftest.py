@@ -128,3 +128,10 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def wreck_schema(path: Path) -> None:
+    """Overwrite the schema page after the file's header in place, as a disk's damage might."""
+    with open(path, "r+b") as handle:
+        handle.seek(100)
+        handle.write(b"\xff" * 3000)

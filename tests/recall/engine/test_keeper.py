@@ -18,7 +18,7 @@ from korg_bridge.recall.engine.server import KEEPER_NAME
 from korg_bridge.recall.paths import index_file
 from tests.helpers.engine import Running, children, start
 from tests.helpers.memory import holds
-from tests.recall.engine.conftest import answered, off, run, wait_for
+from tests.recall.engine.conftest import answered, off, run, wait_for, wreck_schema
 
 
 def made_store(env: dict[str, str], project: Path) -> Path:
@@ -97,12 +97,6 @@ def test_a_file_replaced_at_its_path_is_let_go_without_deleting_the_new_ones_log
     writer.close()
     with contextlib.closing(sqlite3.connect(store)) as reader:
         assert reader.execute("SELECT body FROM kept").fetchall() == [("written after the swap",)]
-
-
-def wreck_schema(path: Path) -> None:
-    with open(path, "r+b") as handle:  # the schema page after the header, as a disk's damage might
-        handle.seek(100)
-        handle.write(b"\xff" * 3000)
 
 
 def test_a_held_file_wrecked_in_place_is_let_go_and_its_log_removed_untouched(

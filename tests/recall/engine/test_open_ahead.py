@@ -22,7 +22,7 @@ from korg_bridge.recall.history.index import Index
 from korg_bridge.recall.memory.backend.sqlite.store import SqliteStore
 from korg_bridge.recall.paths import index_file
 from tests.helpers.engine import spares, start
-from tests.recall.engine.conftest import off, run, wait_for
+from tests.recall.engine.conftest import off, run, wait_for, wreck_schema
 
 
 def made(env: dict[str, str], project: Path, text: str) -> tuple[Path, Path]:
@@ -173,12 +173,6 @@ def test_an_engines_spare_holds_both_files_and_a_store_swapped_under_it_is_read_
         assert engine.stop() == 0
 
 
-def wreck(path: Path) -> None:
-    with open(path, "r+b") as handle:  # the schema page after the header, as a disk's damage might
-        handle.seek(100)
-        handle.write(b"\xff" * 3000)
-
-
 def test_a_file_damaged_after_it_was_opened_ahead_is_never_taken_and_its_connection_is_closed(
     env: dict[str, str], project: Path
 ) -> None:
@@ -192,7 +186,7 @@ def test_a_file_damaged_after_it_was_opened_ahead_is_never_taken_and_its_connect
     assert offered.settled
     opened.refresh()
     assert opened._OPENED[os.path.abspath(store)] is offered  # nothing written since: kept as it was
-    wreck(store)
+    wreck_schema(store)
     before = digest(store)
     assert opened.take(store) is None
     assert offered.conn not in opened._LET_GO  # the same file: closed, so no log stays beside it
@@ -211,7 +205,7 @@ def test_a_spare_looks_again_at_a_file_written_after_its_look(env: dict[str, str
     time.sleep(opened.COARSE_S)
     opened.refresh()
     assert opened._OPENED[os.path.abspath(store)].settled
-    wreck(store)
+    wreck_schema(store)
     opened.refresh()  # written since: looked at again, and no longer offered
     assert os.path.abspath(store) not in opened._OPENED
     assert opened.take(store) is None

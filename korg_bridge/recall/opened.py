@@ -13,11 +13,13 @@ still names that file (``st_dev``/``st_ino``; the open connection keeps the inod
 reused) and the file's schema is unchanged (``PRAGMA schema_version``: another korg-recall may
 have migrated it since, and a newer schema must meet the call's own checks); otherwise the call
 opens anew, as without an engine. And the file must still pass the look the spare made before
-opening it (``recheck``, a fraction of a millisecond): an open parses the file's schema, which a
-connection opened earlier holds from then -- a file damaged since (a write straight into it, a
-disk's) must meet the call's own open and its error, as it would without an engine. (Its size
-and modification time cannot say whether it was written since: the kernel's clock for them is
-coarse.) A
+opening it (``recheck``, about 0.6 ms a file in a forked call): an open parses the file's schema,
+which a connection opened earlier holds from then -- a file damaged since (a write straight into
+it, a disk's) must meet the call's own open and its error, as it would without an engine. The
+look is skipped only when nothing was written since the last one: the file's size and time
+unchanged, and that look made :data:`COARSE_S` after the file's last write (the kernel's clock
+for file times is coarse). A waiting spare looks again (:func:`refresh`) after the keeper's
+checkpoint has written the files, so a call rarely looks itself. A
 connection to a file no longer at its path is never closed, only let go of (kept until the
 process ends, which a spare and a call do without closing anything): SQLite's last close deletes
 the write-ahead log *by its name*, and the name now belongs to the new file's log, with commits
@@ -35,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["clear", "let_go", "offer", "refresh", "take"]
+__all__ = ["clear", "let_go", "offer", "refresh", "take", "written"]
 
 COARSE_S = 0.05
 """How far a file's modification time may lag the write that set it: the kernel stamps files from
@@ -50,8 +52,7 @@ class _Offered:
     schema: int
     """Its ``PRAGMA schema_version`` then."""
     recheck: Callable[[], bool]
-    """Whether the file at the path still passes the look made before it was opened (about half a
-    millisecond a file)."""
+    """Whether the file at the path still passes the look made before it was opened."""
     conn: sqlite3.Connection
     proof: tuple[int, int]
     """The file's ``(st_mtime_ns, st_size)`` when it last passed the look."""
@@ -82,7 +83,7 @@ def offer(path: Path | str, conn: sqlite3.Connection, recheck: Callable[[], bool
     if schema is None:
         _LET_GO.append(conn)
         return
-    _OPENED[key] = _Offered((info.st_dev, info.st_ino), schema, recheck, conn, _proof(info), _settled(info))
+    _OPENED[key] = _Offered((info.st_dev, info.st_ino), schema, recheck, conn, written(info), _settled(info))
 
 
 def take(path: Path | str) -> tuple[sqlite3.Connection, tuple[int, int]] | None:
@@ -118,7 +119,7 @@ def _still(key: str, found: _Offered, path: Path | str) -> bool:
         del _OPENED[key]
         _LET_GO.append(found.conn)  # another file at the path now, or none: never closed
         return False
-    fresh = found.settled and _proof(info) == found.proof
+    fresh = found.settled and written(info) == found.proof
     if _schema_version(found.conn) != found.schema or (not fresh and not found.recheck()):
         # Its schema changed since (another korg-recall migrated it), or it no longer passes the
         # look (damaged): the call's own open looks at it again -- a newer schema is refused
@@ -132,11 +133,12 @@ def _still(key: str, found: _Offered, path: Path | str) -> bool:
             pass
         return False
     if not fresh:
-        found.proof, found.settled = _proof(info), _settled(info)
+        found.proof, found.settled = written(info), _settled(info)
     return True
 
 
-def _proof(info: os.stat_result) -> tuple[int, int]:
+def written(info: os.stat_result) -> tuple[int, int]:
+    """A file's ``(st_mtime_ns, st_size)``: what changes when anything but its log is written."""
     return info.st_mtime_ns, info.st_size
 
 

@@ -4,8 +4,8 @@ code a call opens them with, and leave the connections for the call (:mod:`korg_
 Only the plain open is done ahead: a file that is missing (the call may create it, or refuse
 to), not in WAL mode or not at the latest migration is not opened at all (an immutable look
 first, which the call repeats before it takes the connection -- with SQLite's ``quick_check`` for
-a file small enough for its open to check every page), so a spare never writes; and an open that fails, logs a line at any level or warns makes
-the spare offer nothing (what it opened is let go of, never closed: see
+a file small enough for its open to check every page), so a spare never writes; and an open that
+fails, logs a line at any level or warns makes the spare offer nothing (what it opened is let go of, never closed: see
 :mod:`korg_bridge.recall.opened`). The call then meets it itself as a fresh process does, on its
 own stderr. The engine parent opened both files before it forked any spare, so in practice there
 is nothing left to do but connect and check.

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from korg_bridge.recall.opened import written
+
 __all__ = ["ABANDON_MAX", "Keeper", "keep"]
 
 ABANDON_MAX = 8
@@ -77,11 +79,11 @@ class Keeper:
         if held is not None and (info is None or (info.st_dev, info.st_ino) != held.identity):
             self._abandon(path)
             held = None
-        if held is not None and info is not None and _proof(info) != held.proven:
+        if held is not None and info is not None and written(info) != held.proven:
             if not _ours(path, kind):  # damaged or rewritten: a fresh process would hold nothing
                 self._let_go(path)
                 return
-            held.proven = _proof(info)
+            held.proven = written(info)
         if held is None:
             if info is None or not stat.S_ISREG(info.st_mode) or len(self.abandoned) >= ABANDON_MAX:
                 return
@@ -95,7 +97,7 @@ class Keeper:
             self._abandon(path)  # not for the keeper to judge: the next call reports what is wrong
             return
         with contextlib.suppress(OSError):  # the checkpoint itself wrote the file
-            held.proven = _proof(os.stat(path))
+            held.proven = written(os.stat(path))
 
     def _open(self, path: str, kind: str, info: os.stat_result) -> _Held | None:
         """A connection to ``path`` if it is korg-recall's ``kind`` of file in WAL mode, else None."""
@@ -130,7 +132,7 @@ class Keeper:
         # A checkpoint syncs as the file's own connections would: the store's writes are durable
         # when acknowledged (FULL), the index is a cache (NORMAL).
         conn.execute(f"PRAGMA synchronous = {'FULL' if kind == 'store' else 'NORMAL'}")
-        return _Held(conn, (info.st_dev, info.st_ino), _proof(info))
+        return _Held(conn, (info.st_dev, info.st_ino), written(info))
 
     def _abandon(self, path: str) -> None:
         held = self.held.pop(path)
@@ -197,10 +199,6 @@ def _left(conn: sqlite3.Connection) -> None:
         conn.close()
     except sqlite3.Error:
         pass
-
-
-def _proof(info: os.stat_result) -> tuple[int, int]:
-    return info.st_mtime_ns, info.st_size
 
 
 def _ours(path: str, kind: str) -> bool:

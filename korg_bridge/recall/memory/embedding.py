@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from korg_bridge.errors import KorgError
+from korg_bridge.recall.memory.normalize import title_of
 
 if TYPE_CHECKING:
     from korg_bridge.recall.memory.backend.protocols import Store, Tx
@@ -103,8 +104,13 @@ def semantic_check(store: Store, env: Mapping[str, str], scope: str, text: str) 
 
 
 def embed_text(title: str, body: str) -> str:
-    """What is embedded for a memory: its body, after its title when that is not the first line."""
-    return body if body.startswith(title) else f"{title}\n{body}"
+    """What is embedded for a memory: its body, after its title when someone gave it one.
+
+    A title made from the body (:func:`~korg_bridge.recall.memory.normalize.title_of`: its first
+    line, cut at 80 characters, a heading's ``#`` dropped) says nothing the body does not: put
+    before the body it took up to a fifth of the model's 128-token window (the end of a long note
+    was not embedded) and made each write's embedding a half longer."""
+    return body if body.startswith(title) or title == title_of(body) else f"{title}\n{body}"
 
 
 def store_vector(tx: Tx, rowid: int, model_id: str, dim: int, vector: Any) -> None:

@@ -67,9 +67,14 @@ _LET_GO: list[sqlite3.Connection] = []
 """Connections never to be closed (see the module docstring): held until the process ends."""
 
 
-def offer(path: Path | str, conn: sqlite3.Connection, recheck: Callable[[], bool]) -> None:
+def offer(
+    path: Path | str, conn: sqlite3.Connection, recheck: Callable[[], bool], before: tuple[int, int]
+) -> None:
     """Keep ``conn``, just opened on ``path`` after ``recheck`` passed, for the first open of that
-    path in this process.
+    path in this process. ``before`` is the file's ``(st_dev, st_ino)`` looked at just before the
+    open: a connection cannot say which file it has open, and a file swapped at the path between
+    the open and this look would otherwise be recorded as the one the connection reads -- a call
+    then took a connection to the old file as the new one's, and answered from it.
 
     Raises:
         OSError: the path cannot be looked at (the caller then lets ``conn`` go itself).
@@ -80,8 +85,8 @@ def offer(path: Path | str, conn: sqlite3.Connection, recheck: Callable[[], bool
     earlier = _OPENED.pop(key, None)
     if earlier is not None:
         _LET_GO.append(earlier.conn)
-    if schema is None:
-        _LET_GO.append(conn)
+    if schema is None or (info.st_dev, info.st_ino) != before:
+        _LET_GO.append(conn)  # possibly a file no longer at the path: never closed
         return
     _OPENED[key] = _Offered((info.st_dev, info.st_ino), schema, recheck, conn, written(info), _settled(info))
 

@@ -123,22 +123,23 @@ def open_ahead(index: str, store: str) -> None:
         openers.append((index, lambda path: history_index.Index(Path(path))._conn))  # the call's own open
     if "://" not in store and _current(store, STORE_MIGRATIONS):
         openers.append((store, lambda path: sqlite_store.SqliteStore(Path(path)).conn))
-    made: list[tuple[str, sqlite3.Connection]] = []
+    made: list[tuple[str, sqlite3.Connection, tuple[int, int]]] = []
     quiet = False
     with _listening() as heard, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             for path, connect in openers:
-                made.append((path, connect(path)))
+                before = os.stat(path)  # the file the open is about to name (see opened.offer)
+                made.append((path, connect(path), (before.st_dev, before.st_ino)))
             quiet = True
         except Exception:  # the call opens, and fails, itself
             quiet = False
     if quiet and not heard.count and not caught:
         try:
-            for path, conn in made:
-                opened.offer(path, conn, rechecks[path])
+            for path, conn, before in made:
+                opened.offer(path, conn, rechecks[path], before)
             return
         except OSError:  # gone since: offer none of them
             opened.clear()
-    for _path, conn in made:  # never closed: a file may be gone from its path (see opened)
+    for _path, conn, _before in made:  # never closed: a file may be gone from its path (see opened)
         opened.let_go(conn)

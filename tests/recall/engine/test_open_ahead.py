@@ -195,6 +195,31 @@ def test_a_file_damaged_after_it_was_opened_ahead_is_never_taken_and_its_connect
     assert digest(store) == before
 
 
+def test_a_file_swapped_in_while_it_was_opened_ahead_is_never_offered_for_the_new_one(
+    env: dict[str, str], project: Path, tmp_path: Path
+) -> None:
+    """A connection cannot say which file it has open: the file at the path is looked at before
+    the open and again after it. A swap in between (a restore) left the connection to the old file
+    recorded as the new one's, and a call answered from the old store (seen once in six runs of
+    the engine test above)."""
+    store, _index = made(env, project, "the deploy uses blue green")
+    other_env = {**env, "XDG_DATA_HOME": str(tmp_path / "other-data")}
+    other, _ = made(other_env, project, "the deploy uses canary releases")
+    before = os.stat(store)
+    old = SqliteStore(store).conn  # the open, then the swap before the offer's look
+    aside = tmp_path / "aside.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(f"{store}{suffix}", f"{aside}{suffix}")
+    shutil.copyfile(other, store)
+    opened.offer(str(store), old, lambda: True, (before.st_dev, before.st_ino))
+    assert opened.take(store) is None
+    assert old in opened._LET_GO  # not closed: its file is no longer at the path
+    with contextlib.closing(SqliteStore(store)) as now:
+        titles = [row[0] for row in now.conn.execute("SELECT title FROM memory")]
+    assert titles == ["the deploy uses canary releases"]
+
+
 def test_a_spare_looks_again_at_a_file_written_after_its_look(env: dict[str, str], project: Path) -> None:
     """A write within the kernel clock's tick may leave a file's time as it was: a look right after
     a write proves nothing until it is made again (as a waiting spare does)."""

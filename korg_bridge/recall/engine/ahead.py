@@ -129,8 +129,8 @@ def open_ahead(index: str, store: str) -> None:
         warnings.simplefilter("always")
         try:
             for path, connect in openers:
-                before = os.stat(path)  # the file the open is about to name (see opened.offer)
-                made.append((path, connect(path), (before.st_dev, before.st_ino)))
+                named = os.stat(path)  # the file the open is about to name (see opened.offer)
+                made.append((path, connect(path), (named.st_dev, named.st_ino)))
             quiet = True
         except Exception:  # the call opens, and fails, itself
             quiet = False
